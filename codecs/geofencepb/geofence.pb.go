@@ -969,6 +969,95 @@ func (x *Occupancy) GetDwellsTotal() uint64 {
 	return 0
 }
 
+// HotKey records a producer's decision about a key whose rate crossed the
+// threshold. Topic: hot-keys (compacted), key = "<topic>/<key>".
+type HotKey struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Topic    string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key      string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	RatePerS float64                `protobuf:"fixed64,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`
+	// True when the key was split into key#0..key#(salt_buckets-1): that key's
+	// order is gone and consumers must compensate. False: reported only, because
+	// the topic requires per-key order.
+	Salted        bool   `protobuf:"varint,4,opt,name=salted,proto3" json:"salted,omitempty"`
+	SaltBuckets   uint32 `protobuf:"varint,5,opt,name=salt_buckets,json=saltBuckets,proto3" json:"salt_buckets,omitempty"`
+	DecidedAtMs   int64  `protobuf:"varint,6,opt,name=decided_at_ms,json=decidedAtMs,proto3" json:"decided_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *HotKey) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *HotKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HotKey) GetRatePerS() float64 {
+	if x != nil {
+		return x.RatePerS
+	}
+	return 0
+}
+
+func (x *HotKey) GetSalted() bool {
+	if x != nil {
+		return x.Salted
+	}
+	return false
+}
+
+func (x *HotKey) GetSaltBuckets() uint32 {
+	if x != nil {
+		return x.SaltBuckets
+	}
+	return 0
+}
+
+func (x *HotKey) GetDecidedAtMs() int64 {
+	if x != nil {
+		return x.DecidedAtMs
+	}
+	return 0
+}
+
 var File_fencestream_v1_geofence_proto protoreflect.FileDescriptor
 
 const file_fencestream_v1_geofence_proto_rawDesc = "" +
@@ -1058,7 +1147,15 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\fdwells_total\x18\v \x01(\x04R\vdwellsTotal\x1aR\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01*r\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xad\x01\n" +
+	"\x06HotKey\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
+	"\n" +
+	"rate_per_s\x18\x03 \x01(\x01R\bratePerS\x12\x16\n" +
+	"\x06salted\x18\x04 \x01(\bR\x06salted\x12!\n" +
+	"\fsalt_buckets\x18\x05 \x01(\rR\vsaltBuckets\x12\"\n" +
+	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMs*r\n" +
 	"\vTriggerType\x12\x1c\n" +
 	"\x18TRIGGER_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TRIGGER_TYPE_ENTER\x10\x01\x12\x15\n" +
@@ -1088,7 +1185,7 @@ func file_fencestream_v1_geofence_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_v1_geofence_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(TriggerType)(0),         // 0: fencestream.v1.TriggerType
 	(TriggerReason)(0),       // 1: fencestream.v1.TriggerReason
@@ -1101,16 +1198,17 @@ var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(*DeviceState)(nil),      // 8: fencestream.v1.DeviceState
 	(*Member)(nil),           // 9: fencestream.v1.Member
 	(*Occupancy)(nil),        // 10: fencestream.v1.Occupancy
-	nil,                      // 11: fencestream.v1.DeviceState.FencesEntry
-	nil,                      // 12: fencestream.v1.Occupancy.MembersEntry
+	(*HotKey)(nil),           // 11: fencestream.v1.HotKey
+	nil,                      // 12: fencestream.v1.DeviceState.FencesEntry
+	nil,                      // 13: fencestream.v1.Occupancy.MembersEntry
 }
 var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	4,  // 0: fencestream.v1.Fence.settings:type_name -> fencestream.v1.DebounceSettings
 	0,  // 1: fencestream.v1.Trigger.type:type_name -> fencestream.v1.TriggerType
 	1,  // 2: fencestream.v1.Trigger.reason:type_name -> fencestream.v1.TriggerReason
 	2,  // 3: fencestream.v1.FenceState.phase:type_name -> fencestream.v1.Phase
-	11, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
-	12, // 5: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
+	12, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
+	13, // 5: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
 	7,  // 6: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
 	9,  // 7: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
 	8,  // [8:8] is the sub-list for method output_type
@@ -1131,7 +1229,7 @@ func file_fencestream_v1_geofence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_v1_geofence_proto_rawDesc), len(file_fencestream_v1_geofence_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
