@@ -1,10 +1,13 @@
 package embedded
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -32,11 +35,34 @@ func Brokers(n int) Opt { return func(c *config) { c.brokers = n } }
 // SASL requires SASL authentication and adds a superuser with the given mechanism
 // (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512).
 func SASL(mechanism, user, password string) Opt {
-	return func(c *config) { c.kfake = append(c.kfake, kfake.EnableSASL(), kfake.Superuser(mechanism, user, password)) }
+	return func(c *config) {
+		c.kfake = append(c.kfake, kfake.EnableSASL(), kfake.Superuser(mechanism, user, password))
+	}
 }
 
 // TLS serves TLS with the given server config.
 func TLS(cfg *tls.Config) Opt { return func(c *config) { c.kfake = append(c.kfake, kfake.TLS(cfg)) } }
+
+// clusterID is random per data directory and kept in it, so local state that
+// outlives a wiped broker can be recognised as belonging to another cluster.
+func clusterID(dataDir string) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	fresh := "fencestream-" + hex.EncodeToString(b[:])
+	if dataDir == "" {
+		return fresh, nil
+	}
+	path := filepath.Join(dataDir, "fencestream-cluster-id")
+	if data, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		return strings.TrimSpace(string(data)), nil
+	}
+	if err := os.WriteFile(path, []byte(fresh+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("embedded broker: writing cluster id: %w", err)
+	}
+	return fresh, nil
+}
 
 // Broker is a running embedded cluster.
 type Broker struct {
@@ -50,7 +76,7 @@ func Start(opts ...Opt) (*Broker, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	kopts := []kfake.Opt{kfake.NumBrokers(cfg.brokers), kfake.ClusterID("fencestream-embedded")}
+	kopts := []kfake.Opt{kfake.NumBrokers(cfg.brokers)}
 	if cfg.port != 0 {
 		ports := make([]int, cfg.brokers)
 		for i := range ports {
@@ -69,6 +95,11 @@ func Start(opts ...Opt) (*Broker, error) {
 		cfg.dataDir = abs
 		kopts = append(kopts, kfake.DataDir(abs))
 	}
+	id, err := clusterID(cfg.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	kopts = append(kopts, kfake.ClusterID(id))
 	kopts = append(kopts, cfg.kfake...)
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {

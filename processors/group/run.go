@@ -1,0 +1,252 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/lovoo/goka/tester"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// Opt configures how a group's processor is built.
+type Opt func(*runConfig)
+
+type runConfig struct {
+	stateDir     string
+	hotStandby   bool
+	recoverAhead bool
+	tester       *tester.Tester
+	noCreate     bool
+	extra        []goka.ProcessorOption
+}
+
+// StateDir is where the group keeps its LevelDB tables (required, except with
+// Tester). Goka's default, a path under the OS temp dir, is never used: state
+// must be tied to the broker it was built from.
+func StateDir(dir string) Opt { return func(c *runConfig) { c.stateDir = dir } }
+
+// HotStandby keeps warm copies of the tables of partitions this instance does not
+// own, so taking one over after a rebalance needs no full recovery (default off).
+func HotStandby(on bool) Opt { return func(c *runConfig) { c.hotStandby = on } }
+
+// RecoverAhead recovers the tables of newly assigned partitions before the
+// rebalance completes (default off).
+func RecoverAhead(on bool) Opt { return func(c *runConfig) { c.recoverAhead = on } }
+
+// Tester runs the group against Goka's in-memory tester instead of a broker
+// (default: a broker); the topology check and state directory are skipped.
+func Tester(tt *tester.Tester) Opt { return func(c *runConfig) { c.tester = tt } }
+
+// NoCreateTopics makes start-up only check the topology against the broker
+// instead of creating missing topics (default: create missing, refuse mismatches).
+func NoCreateTopics() Opt { return func(c *runConfig) { c.noCreate = true } }
+
+// GokaOptions appends raw Goka options (for tests and advanced use); they cannot
+// replace the hasher, which is always the pinned one.
+func GokaOptions(opts ...goka.ProcessorOption) Opt {
+	return func(c *runConfig) { c.extra = append(c.extra, opts...) }
+}
+
+func (c *runConfig) validate() error {
+	if c.tester == nil && c.stateDir == "" {
+		return errors.New("a state directory is required")
+	}
+	return nil
+}
+
+// ErrStateMismatch is wrapped when local state belongs to another cluster.
+var ErrStateMismatch = errors.New("local state does not belong to this broker")
+
+// Processor is a built group ready to run.
+type Processor struct {
+	*goka.Processor
+	name string
+	log  *slog.Logger
+}
+
+// Processor checks the topology against the broker (creating missing topics
+// unless NoCreateTopics), ties the state directory to the broker's cluster id,
+// and builds the Goka processor with the pinned hasher and oldest-offset start.
+func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
+	cfg := runConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.name, err)
+	}
+	gg, err := g.Graph()
+	if err != nil {
+		return nil, err
+	}
+	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log})}
+	if cfg.tester != nil {
+		popts = append(popts, goka.WithTester(cfg.tester))
+	} else {
+		sc, err := cl.Sarama()
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		}
+		clusterID, err := CheckBroker(ctx, cl, g.topo, !cfg.noCreate)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		}
+		dir := filepath.Join(cfg.stateDir, g.name)
+		if err := claimStateDir(dir, clusterID); err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		}
+		popts = append(popts, SaramaOptions(sc)...)
+		popts = append(popts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+		if cfg.hotStandby {
+			popts = append(popts, goka.WithHotStandby())
+		}
+		if cfg.recoverAhead {
+			popts = append(popts, goka.WithRecoverAhead())
+		}
+	}
+	popts = append(popts, cfg.extra...)
+	popts = append(popts, topology.GokaProcessorHasher()) // last: nothing overrides it
+	var brokers []string
+	if cfg.tester == nil {
+		brokers = cl.Brokers
+	}
+	p, err := goka.NewProcessor(brokers, gg, popts...)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
+	}
+	return &Processor{Processor: p, name: g.name, log: g.log}, nil
+}
+
+// Run runs until ctx is canceled (a clean stop returns nil) or the processor
+// fails. Goka's stale-cache error gets the fix spelled out.
+func (p *Processor) Run(ctx context.Context) error {
+	p.log.Info("processor starting")
+	err := p.Processor.Run(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if err != nil && strings.Contains(err.Error(), "our cache has one") {
+		err = fmt.Errorf("%w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrStateMismatch, err)
+	}
+	if err != nil {
+		p.log.Error("processor stopped with error", "err", err)
+		return fmt.Errorf("group %s: %w", p.name, err)
+	}
+	p.log.Info("processor stopped")
+	return nil
+}
+
+// SaramaOptions are the Goka processor options that make every client of the
+// processor use sc (oldest offset, TLS, SASL), never Goka's global config.
+func SaramaOptions(sc *sarama.Config) []goka.ProcessorOption {
+	tmc := TopicManagerConfig()
+	return []goka.ProcessorOption{
+		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
+		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
+		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
+		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, tmc)),
+	}
+}
+
+// TopicManagerConfig makes Goka's topic manager fail on mismatches and never
+// create topics: topology.Ensure owns creation with the declared settings.
+func TopicManagerConfig() *goka.TopicManagerConfig {
+	tmc := goka.NewTopicManagerConfig()
+	tmc.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
+	tmc.NoCreate = true
+	tmc.Table.Replication = 1
+	tmc.Stream.Replication = 1
+	return tmc
+}
+
+// CheckBroker compares the broker with the topology (creating missing topics when
+// create is set) and returns the broker's cluster id. A mismatch is an error
+// naming the topic, both settings, and why the binary refuses to start.
+func CheckBroker(ctx context.Context, cl cluster.Config, topo *topology.Topology, create bool) (string, error) {
+	kopts, err := cl.Kgo()
+	if err != nil {
+		return "", err
+	}
+	kc, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return "", fmt.Errorf("connecting to %s: %w", strings.Join(cl.Brokers, ","), err)
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	meta, err := adm.BrokerMetadata(cctx)
+	if err != nil {
+		return "", fmt.Errorf("broker %s unreachable: %w", strings.Join(cl.Brokers, ","), err)
+	}
+	if create {
+		err = topo.Ensure(cctx, adm)
+	} else {
+		err = topo.Check(cctx, adm)
+	}
+	if err != nil {
+		return "", err
+	}
+	return meta.Cluster, nil
+}
+
+type stateMarker struct {
+	ClusterID string `json:"cluster_id"`
+	Created   string `json:"created"`
+}
+
+const markerFile = "fencestream-state.json"
+
+// claimStateDir records which cluster the state in dir belongs to, and refuses a
+// directory built from another cluster: Goka would otherwise fail later with a
+// cryptic offset error, or silently mix two clusters' state.
+func claimStateDir(dir, clusterID string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(dir, markerFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var m stateMarker
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+		}
+		if m.ClusterID != clusterID {
+			return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q; delete %s (state is rebuilt from the changelog topics) or point --state-dir elsewhere", ErrStateMismatch, dir, m.ClusterID, clusterID, dir)
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		entries, _ := os.ReadDir(dir)
+		if len(entries) > 0 {
+			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", ErrStateMismatch, dir)
+		}
+		m, _ := json.Marshal(stateMarker{ClusterID: clusterID, Created: time.Now().UTC().Format(time.RFC3339)})
+		return os.WriteFile(path, m, 0o644)
+	default:
+		return fmt.Errorf("state directory: %w", err)
+	}
+}
+
+// gokaLogger sends Goka's chatter to slog at debug level.
+type gokaLogger struct{ l *slog.Logger }
+
+func (g gokaLogger) Print(v ...any)                 { g.l.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
+func (g gokaLogger) Println(v ...any)               { g.l.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
+func (g gokaLogger) Printf(format string, v ...any) { g.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...))) }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,157 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// View is a typed, read-only, local copy of a group table, hashed with the pinned
+// partitioner so Get finds keys written by any Java-compatible producer.
+type View[M any, PM codecs.Message[M]] struct {
+	v     *goka.View
+	table string
+}
+
+// ViewOpt configures NewView.
+type ViewOpt func(*viewConfig)
+
+type viewConfig struct {
+	tester   *tester.Tester
+	stateDir string
+}
+
+// ViewTester reads from Goka's tester instead of a broker (default: a broker).
+func ViewTester(tt *tester.Tester) ViewOpt { return func(c *viewConfig) { c.tester = tt } }
+
+// ViewStateDir keeps the view's copy in LevelDB under dir (default: in memory,
+// rebuilt from the table topic at every start).
+func ViewStateDir(dir string) ViewOpt { return func(c *viewConfig) { c.stateDir = dir } }
+
+// NewView builds a view of table whose values are *M.
+func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts ...ViewOpt) (*View[M, PM], error) {
+	cfg := viewConfig{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	vopts := []goka.ViewOption{goka.WithViewLogger(gokaLogger{l: discardLogger()})}
+	brokers := cl.Brokers
+	if cfg.tester != nil {
+		vopts = append(vopts, goka.WithViewTester(cfg.tester))
+		brokers = nil
+	} else {
+		sc, err := cl.Sarama()
+		if err != nil {
+			return nil, fmt.Errorf("view %s: %w", table, err)
+		}
+		vopts = append(vopts,
+			goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
+			goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, TopicManagerConfig())),
+			goka.WithViewAutoReconnect(),
+		)
+		if cfg.stateDir != "" {
+			vopts = append(vopts, goka.WithViewStorageBuilder(storage.DefaultBuilder(cfg.stateDir)))
+		} else {
+			vopts = append(vopts, goka.WithViewStorageBuilder(storage.MemoryBuilder()))
+		}
+	}
+	vopts = append(vopts, topology.GokaViewHasher()) // last: nothing overrides it
+	v, err := goka.NewView(brokers, goka.Table(table), codecs.For[M, PM](), vopts...)
+	if err != nil {
+		return nil, fmt.Errorf("view %s: %w", table, err)
+	}
+	return &View[M, PM]{v: v, table: table}, nil
+}
+
+// Run keeps the view up to date until ctx is canceled (then it returns nil).
+func (v *View[M, PM]) Run(ctx context.Context) error {
+	err := v.v.Run(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("view %s: %w", v.table, err)
+	}
+	return nil
+}
+
+// ErrNotRecovered is returned by reads before the view has caught up.
+var ErrNotRecovered = errors.New("view has not recovered yet")
+
+// Get returns the value of key, or nil when absent.
+func (v *View[M, PM]) Get(key string) (PM, error) {
+	if !v.v.Recovered() {
+		return nil, ErrNotRecovered
+	}
+	raw, err := v.v.Get(key)
+	if err != nil {
+		return nil, fmt.Errorf("view %s: %w", v.table, err)
+	}
+	msg, poison, ok := codecs.As[M, PM](raw)
+	if poison != nil {
+		return nil, fmt.Errorf("view %s key %q: %w", v.table, key, poison)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return msg, nil
+}
+
+// Each visits every entry until fn returns false. Undecodable entries are skipped.
+func (v *View[M, PM]) Each(fn func(key string, value PM) bool) error {
+	if !v.v.Recovered() {
+		return ErrNotRecovered
+	}
+	it, err := v.v.Iterator()
+	if err != nil {
+		return fmt.Errorf("view %s: %w", v.table, err)
+	}
+	defer it.Release()
+	for it.Next() {
+		raw, err := it.Value()
+		if err != nil {
+			return fmt.Errorf("view %s: %w", v.table, err)
+		}
+		msg, _, ok := codecs.As[M, PM](raw)
+		if !ok {
+			continue
+		}
+		if !fn(it.Key(), msg) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Recovered reports whether the view has caught up with its table once.
+func (v *View[M, PM]) Recovered() bool { return v.v.Recovered() }
+
+// WaitRecovered blocks until the view has recovered or ctx ends.
+func (v *View[M, PM]) WaitRecovered(ctx context.Context) error {
+	obs := v.v.ObserveStateChanges()
+	defer obs.Stop()
+	for {
+		if v.v.Recovered() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("view %s: %w", v.table, ctx.Err())
+		case <-obs.C():
+		}
+	}
+}
+
+// Stats exposes Goka's view statistics (recovery progress, lag per partition).
+func (v *View[M, PM]) Stats(ctx context.Context) *goka.ViewStats { return v.v.Stats(ctx) }
+
+// Topic is the table topic.
+func (v *View[M, PM]) Topic() string { return v.table }
