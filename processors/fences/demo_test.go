@@ -1,0 +1,59 @@
+package fences
+
+import (
+	"testing"
+)
+
+func TestDemoIsValid(t *testing.T) {
+	protos, err := ParseFeatureCollection(DemoGeoJSON())
+	if err != nil {
+		t.Fatalf("demo.geojson rejected: %v", err)
+	}
+	fs := Demo()
+	if len(fs) != len(protos) || len(fs) < 30 || len(fs) > 40 {
+		t.Fatalf("Demo() has %d fences, file %d; want the same, 30..40", len(fs), len(protos))
+	}
+	var circles, polys, withHoles int
+	for i := range fs {
+		f := &fs[i]
+		b := f.Bounds()
+		// Around Berlin, and of the intended sizes.
+		if b.South < 52.3 || b.North > 52.7 || b.West < 13.0 || b.East > 13.8 {
+			t.Errorf("%s: bounds %+v are not around Berlin", f.ID, b)
+		}
+		if f.IsCircle() {
+			circles++
+			if f.RadiusM < 150 || f.RadiusM > 800 {
+				t.Errorf("%s: radius %v m outside 150..800", f.ID, f.RadiusM)
+			}
+		} else {
+			polys++
+			for _, p := range f.geo.polys {
+				if len(p.rings) > 1 {
+					withHoles++
+				}
+			}
+		}
+		// Every fence contains its own centre or at least one point: the
+		// box centre of a convex-ish demo fence is inside.
+		if f.IsCircle() && !f.Contains(f.Geometry.Bound().Center().Lat(), f.Geometry.Bound().Center().Lon()) {
+			t.Errorf("%s: circle does not contain its centre", f.ID)
+		}
+		// Protobuf round trip keeps the fence.
+		p, err := f.ToProto()
+		if err != nil {
+			t.Fatalf("%s: ToProto: %v", f.ID, err)
+		}
+		g, err := FenceFromProto(p)
+		if err != nil {
+			t.Fatalf("%s: FenceFromProto(ToProto): %v", f.ID, err)
+		}
+		if g.ID != f.ID || g.Name != f.Name || g.Settings != f.Settings || g.RadiusM != f.RadiusM || g.Bounds() != f.Bounds() {
+			t.Errorf("%s: proto round trip changed the fence: %+v -> %+v", f.ID, f, g)
+		}
+	}
+	if circles < 10 || polys < 10 || withHoles < 2 {
+		t.Errorf("demo has %d circles, %d polygons, %d polygons with holes", circles, polys, withHoles)
+	}
+	t.Logf("%d fences: %d circles, %d polygons, %d with holes", len(fs), circles, polys, withHoles)
+}

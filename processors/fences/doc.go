@@ -1,0 +1,34 @@
+// Package fences is the fence catalogue every debouncer instance holds: the
+// GeoJSON and protobuf forms of a fence, its geometry (polygons with holes,
+// multipolygons, circles), and a concurrent, versioned, spatially indexed
+// catalogue.
+//
+// # Invariants
+//
+//   - A Catalogue is never half-loaded. [Catalogue.Apply] validates and
+//     indexes a whole batch into a new immutable [Snapshot] and publishes it
+//     with one atomic pointer swap: the batch applies whole or not at all.
+//   - Every lookup sees one consistent version. A [Snapshot] never changes
+//     after it is published; a reader that holds one sees the same fences,
+//     index and [Snapshot.Version] for as long as it holds it, and readers
+//     never wait for a writer.
+//   - A fence file is accepted or rejected whole. [ParseFeatureCollection]
+//     returns either every fence or none, with an error that names each bad
+//     feature (index and id) and the problem ([*FenceError] wrapping a
+//     sentinel such as [ErrSelfIntersecting]).
+//   - Every [Fence] built by this package ([ParseFeatureCollection],
+//     [FenceFromProto], [NewPolygonFence], [NewCircleFence], [Demo]) is
+//     valid and immutable: treat its geometry slices as read-only.
+//
+// # Geometry semantics
+//
+// [Fence.SignedDistance] is positive inside, negative outside, and zero on
+// the boundary; the boundary (outer ring and hole edges alike) belongs to
+// the fence, so [Fence.Contains] is SignedDistance >= 0. Holes are outside.
+// Polygon distances use a local equirectangular projection around the query
+// point (1° of latitude = 111,320 m, 1° of longitude = 111,320 m × cos(lat)),
+// accurate to well under 1% for fences up to tens of kilometres; circles use
+// the haversine distance to the centre. Polygon edges follow the shorter way
+// round in longitude, so a fence may cross the antimeridian; a fence may not
+// span 180° of longitude or more.
+package fences

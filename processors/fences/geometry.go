@@ -1,0 +1,431 @@
+package fences
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/paulmach/orb"
+)
+
+const (
+	// metresPerDegree is the equirectangular scale: metres per degree of
+	// latitude, and of longitude at the equator.
+	metresPerDegree = 111_320.0
+	// earthRadiusM is the mean Earth radius used by the haversine distance.
+	earthRadiusM = 6_371_008.8
+	// marginMetresPerDegree converts margins to degrees for the index. It is
+	// smaller than both metresPerDegree and a great-circle degree (111,195 m)
+	// so that a margin in degrees always covers the same margin in metres.
+	marginMetresPerDegree = 111_000.0
+	// onEdgeM: a point closer than this to the boundary is on it (distance 0,
+	// inside). It only absorbs floating-point rounding.
+	onEdgeM = 1e-6
+	// maxRadiusM bounds circle radii; beyond it a "fence" is a mistake.
+	maxRadiusM = 1_000_000.0
+	degToRad   = math.Pi / 180
+)
+
+// vec is a vertex in degrees relative to a fence's origin: x is the
+// unwrapped longitude difference, y the latitude difference.
+type vec struct{ x, y float64 }
+
+// polyGeo is one polygon: ring 0 is the outer ring, the others holes. Each
+// ring is closed (last == first) with no consecutive duplicates, so no
+// edge has zero length.
+type polyGeo struct {
+	rings [][]vec
+}
+
+// shape is the precomputed form of a fence's geometry.
+type shape struct {
+	circle bool
+	// lat, lon: the circle's centre, or the polygon origin (centre of its
+	// box; lon in [-180, 180]).
+	lat, lon float64
+	cosLat   float64 // cos(lat), for the haversine
+	radiusM  float64
+	polys    []polyGeo
+	bounds   Bounds
+}
+
+// validPosition reports whether lat/lon are finite and in range.
+func validPosition(lat, lon float64) bool {
+	return lat >= -90 && lat <= 90 && lon >= -180 && lon <= 180 // false for NaN
+}
+
+// wrapDelta maps a longitude difference in [-360, 360] to [-180, 180).
+func wrapDelta(d float64) float64 {
+	if d >= 180 {
+		return d - 360
+	}
+	if d < -180 {
+		return d + 360
+	}
+	return d
+}
+
+// normLon maps any finite longitude to [-180, 180]; values already in range
+// are returned unchanged (so both 180 and -180 survive).
+func normLon(lon float64) float64 {
+	if lon >= -180 && lon <= 180 {
+		return lon
+	}
+	lon = math.Mod(lon+180, 360)
+	if lon < 0 {
+		lon += 360
+	}
+	return lon - 180
+}
+
+// compile validates a geometry and precomputes its shape. radiusM must be
+// positive for a circle (orb.Point) and zero for polygons.
+func compile(g orb.Geometry, radiusM float64) (*shape, error) {
+	switch g := g.(type) {
+	case orb.Point:
+		return compileCircle(g, radiusM)
+	case orb.Polygon:
+		if radiusM != 0 {
+			return nil, errorf(ErrInvalidRadius, "radius_m %v on a Polygon (radius_m is for Point circles only)", radiusM)
+		}
+		return compilePolygons([]orb.Polygon{g}, "")
+	case orb.MultiPolygon:
+		if radiusM != 0 {
+			return nil, errorf(ErrInvalidRadius, "radius_m %v on a MultiPolygon (radius_m is for Point circles only)", radiusM)
+		}
+		if len(g) == 0 {
+			return nil, errorf(ErrTooFewPoints, "MultiPolygon has no polygon")
+		}
+		return compilePolygons(g, "polygon ")
+	case nil:
+		return nil, errorf(ErrUnsupportedGeometry, "missing geometry")
+	default:
+		return nil, errorf(ErrUnsupportedGeometry, "geometry type %s (want Polygon, MultiPolygon, or Point with radius_m)", g.GeoJSONType())
+	}
+}
+
+func compileCircle(p orb.Point, radiusM float64) (*shape, error) {
+	lat, lon := p.Lat(), p.Lon()
+	if !validPosition(lat, lon) {
+		return nil, errorf(ErrInvalidCoordinates, "centre [%v, %v]", lon, lat)
+	}
+	if !(radiusM > 0) || radiusM > maxRadiusM { // !(>) also catches NaN
+		return nil, errorf(ErrInvalidRadius, "radius_m %v (a Point needs 0 < radius_m <= %v)", radiusM, maxRadiusM)
+	}
+	s := &shape{circle: true, lat: lat, lon: lon, cosLat: math.Cos(lat * degToRad), radiusM: radiusM}
+	// Exact spherical extent, padded by ~1 cm against rounding.
+	const pad = 1e-7
+	dLat := radiusM / earthRadiusM / degToRad
+	s.bounds.South = math.Max(lat-dLat-pad, -90)
+	s.bounds.North = math.Min(lat+dLat+pad, 90)
+	sinAng := math.Sin(radiusM / earthRadiusM)
+	if s.bounds.North >= 90 || s.bounds.South <= -90 || sinAng >= s.cosLat {
+		// The circle reaches a pole: it spans every longitude.
+		s.bounds.West, s.bounds.East = -180, 180
+		return s, nil
+	}
+	dLon := math.Asin(sinAng/s.cosLat)/degToRad + pad
+	s.bounds.West, s.bounds.East = lon-dLon, lon+dLon
+	if s.bounds.West < -180 {
+		s.bounds.West += 360
+	}
+	if s.bounds.East > 180 {
+		s.bounds.East -= 360
+	}
+	return s, nil
+}
+
+// compilePolygons validates polygons and projects them around one origin.
+// prefix names polygons in errors ("polygon " for MultiPolygons).
+func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
+	where := func(pi, ri int) string {
+		if prefix == "" {
+			return fmt.Sprintf("ring %d", ri)
+		}
+		return fmt.Sprintf("%s%d ring %d", prefix, pi, ri)
+	}
+	// Pass 1: raw checks, and the reference longitude for unwrapping.
+	var refLon float64
+	haveRef := false
+	for pi, p := range polys {
+		if len(p) == 0 {
+			return nil, errorf(ErrTooFewPoints, "%s%d has no ring", prefix, pi)
+		}
+		for ri, r := range p {
+			if len(r) < 4 {
+				return nil, errorf(ErrTooFewPoints, "%s has %d positions, need at least 4", where(pi, ri), len(r))
+			}
+			for k, pt := range r {
+				if !validPosition(pt.Lat(), pt.Lon()) {
+					return nil, errorf(ErrInvalidCoordinates, "%s position %d [%v, %v]", where(pi, ri), k, pt.Lon(), pt.Lat())
+				}
+			}
+			if r[0] != r[len(r)-1] {
+				return nil, errorf(ErrUnclosedRing, "%s first position %v != last %v", where(pi, ri), [2]float64(r[0]), [2]float64(r[len(r)-1]))
+			}
+			if !haveRef {
+				refLon, haveRef = r[0].Lon(), true
+			}
+		}
+	}
+
+	// Pass 2: unwrap longitudes around the reference so an antimeridian
+	// crossing becomes a continuous range, and measure the box.
+	minX, minY := math.Inf(1), math.Inf(1)
+	maxX, maxY := math.Inf(-1), math.Inf(-1)
+	out := make([]polyGeo, len(polys))
+	for pi, p := range polys {
+		out[pi].rings = make([][]vec, len(p))
+		for ri, r := range p {
+			ring := make([]vec, 0, len(r))
+			for _, pt := range r {
+				v := vec{x: wrapDelta(pt.Lon() - refLon), y: pt.Lat()}
+				if n := len(ring); n > 0 && ring[n-1] == v {
+					continue // zero-length edge: harmless, drop it
+				}
+				ring = append(ring, v)
+				minX, maxX = math.Min(minX, v.x), math.Max(maxX, v.x)
+				minY, maxY = math.Min(minY, v.y), math.Max(maxY, v.y)
+			}
+			if len(ring) < 4 {
+				return nil, errorf(ErrTooFewPoints, "%s has fewer than 3 distinct vertices", where(pi, ri))
+			}
+			out[pi].rings[ri] = ring
+		}
+	}
+	if maxX-minX >= 180 {
+		return nil, errorf(ErrTooLarge, "spans %.1f° of longitude (limit: under 180°)", maxX-minX)
+	}
+
+	// Re-centre on the box so vertex offsets are small numbers.
+	cx, cy := (minX+maxX)/2, (minY+maxY)/2
+	for pi := range out {
+		for _, ring := range out[pi].rings {
+			for k := range ring {
+				ring[k].x -= cx
+				ring[k].y -= cy
+			}
+		}
+	}
+	s := &shape{lat: cy, lon: normLon(refLon + cx), polys: out}
+	s.bounds = Bounds{South: minY, North: maxY, West: normLon(refLon + minX), East: normLon(refLon + maxX)}
+	if s.bounds.West == 180 && s.bounds.East != 180 {
+		s.bounds.West = -180 // keep West <= East unless it really crosses
+	}
+	if s.bounds.East == -180 && s.bounds.West != -180 {
+		s.bounds.East = 180
+	}
+
+	// Pass 3: topology. Intersection tests are affine-invariant, so degrees
+	// (unwrapped) are as good as metres here.
+	for pi := range out {
+		rings := out[pi].rings
+		for ri, ring := range rings {
+			if err := checkRingSimple(ring); err != nil {
+				return nil, fmt.Errorf("%s: %w", where(pi, ri), err)
+			}
+		}
+		for ri := 1; ri < len(rings); ri++ {
+			for rj := 0; rj < ri; rj++ {
+				if ringsCross(rings[ri], rings[rj]) {
+					return nil, errorf(ErrSelfIntersecting, "%s crosses ring %d", where(pi, ri), rj)
+				}
+			}
+			// No crossings, so one vertex that is not on the boundary
+			// decides: a hole lies inside the outer ring and inside no
+			// other hole.
+			if inRing(rings[ri], rings[0]) < 0 {
+				return nil, errorf(ErrInvalidHole, "%s lies outside the outer ring", where(pi, ri))
+			}
+			for rj := 1; rj < len(rings); rj++ {
+				if rj != ri && inRing(rings[ri], rings[rj]) > 0 {
+					return nil, errorf(ErrInvalidHole, "%s lies inside hole %d", where(pi, ri), rj)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// orient is the sign of the cross product (b-a)×(c-a): >0 left turn.
+func orient(a, b, c vec) float64 {
+	return (b.x-a.x)*(c.y-a.y) - (b.y-a.y)*(c.x-a.x)
+}
+
+// onSegment reports whether c, known collinear with ab, lies within ab's box.
+func onSegment(a, b, c vec) bool {
+	return math.Min(a.x, b.x) <= c.x && c.x <= math.Max(a.x, b.x) &&
+		math.Min(a.y, b.y) <= c.y && c.y <= math.Max(a.y, b.y)
+}
+
+// segmentsTouch reports whether segments ab and cd share any point.
+func segmentsTouch(a, b, c, d vec) bool {
+	if math.Max(a.x, b.x) < math.Min(c.x, d.x) || math.Max(c.x, d.x) < math.Min(a.x, b.x) ||
+		math.Max(a.y, b.y) < math.Min(c.y, d.y) || math.Max(c.y, d.y) < math.Min(a.y, b.y) {
+		return false
+	}
+	o1, o2 := orient(a, b, c), orient(a, b, d)
+	o3, o4 := orient(c, d, a), orient(c, d, b)
+	if ((o1 > 0 && o2 < 0) || (o1 < 0 && o2 > 0)) && ((o3 > 0 && o4 < 0) || (o3 < 0 && o4 > 0)) {
+		return true
+	}
+	return (o1 == 0 && onSegment(a, b, c)) || (o2 == 0 && onSegment(a, b, d)) ||
+		(o3 == 0 && onSegment(c, d, a)) || (o4 == 0 && onSegment(c, d, b))
+}
+
+// segmentsCross reports a proper crossing (interiors cross at one point).
+func segmentsCross(a, b, c, d vec) bool {
+	o1, o2 := orient(a, b, c), orient(a, b, d)
+	o3, o4 := orient(c, d, a), orient(c, d, b)
+	return ((o1 > 0 && o2 < 0) || (o1 < 0 && o2 > 0)) && ((o3 > 0 && o4 < 0) || (o3 < 0 && o4 > 0))
+}
+
+// checkRingSimple rejects a ring whose edges meet anywhere but at the
+// shared vertex of neighbouring edges. O(n²), fine for fence-sized rings.
+func checkRingSimple(r []vec) error {
+	n := len(r) - 1 // edges r[i]→r[i+1]
+	for i := 0; i < n; i++ {
+		a, b := r[i], r[i+1]
+		// Neighbouring edge: it may only share the vertex b, never fold
+		// back along ab (a spike).
+		c := r[(i+2)%len(r)]
+		if i+2 > n {
+			c = r[1]
+		}
+		if orient(a, b, c) == 0 && (c.x-b.x)*(a.x-b.x)+(c.y-b.y)*(a.y-b.y) > 0 {
+			return errorf(ErrSelfIntersecting, "edges %d and %d fold back on each other at %s", i, (i+1)%n, fmtVec(b))
+		}
+		for j := i + 2; j < n; j++ {
+			if i == 0 && j == n-1 {
+				continue // first and last edges share r[0]
+			}
+			if segmentsTouch(a, b, r[j], r[j+1]) {
+				return errorf(ErrSelfIntersecting, "edges %d and %d intersect", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// ringsCross reports whether any edges of two rings properly cross.
+func ringsCross(p, q []vec) bool {
+	for i := 0; i+1 < len(p); i++ {
+		a, b := p[i], p[i+1]
+		for j := 0; j+1 < len(q); j++ {
+			c, d := q[j], q[j+1]
+			if math.Max(a.x, b.x) < math.Min(c.x, d.x) || math.Max(c.x, d.x) < math.Min(a.x, b.x) ||
+				math.Max(a.y, b.y) < math.Min(c.y, d.y) || math.Max(c.y, d.y) < math.Min(a.y, b.y) {
+				continue
+			}
+			if segmentsCross(a, b, c, d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// inRing classifies ring p against ring q: +1 inside, -1 outside, 0 if
+// every vertex of p is on q's boundary. The first decisive vertex wins;
+// callers have ruled out crossings.
+func inRing(p, q []vec) int {
+	for _, v := range p[:len(p)-1] {
+		inside, onEdge := pointInRing(v, q)
+		if onEdge {
+			continue
+		}
+		if inside {
+			return 1
+		}
+		return -1
+	}
+	return 0
+}
+
+// pointInRing is the even-odd test in degree space, with boundary detection.
+func pointInRing(v vec, r []vec) (inside, onEdge bool) {
+	for k := 0; k+1 < len(r); k++ {
+		a, b := r[k], r[k+1]
+		if orient(a, b, v) == 0 && onSegment(a, b, v) {
+			return false, true
+		}
+		if (a.y > v.y) != (b.y > v.y) && v.x < a.x+(v.y-a.y)*(b.x-a.x)/(b.y-a.y) {
+			inside = !inside
+		}
+	}
+	return inside, false
+}
+
+func fmtVec(v vec) string { return fmt.Sprintf("[%g, %g]", v.x, v.y) }
+
+// signedDistance implements Fence.SignedDistance for a compiled shape.
+func (s *shape) signedDistance(lat, lon float64) float64 {
+	if !(lat >= -90 && lat <= 90) || math.IsNaN(lon) || math.IsInf(lon, 0) {
+		return math.NaN()
+	}
+	lon = normLon(lon)
+	if s.circle {
+		d := s.radiusM - s.haversineM(lat, lon)
+		if math.Abs(d) <= onEdgeM {
+			return 0
+		}
+		return d
+	}
+	kx := metresPerDegree * math.Cos(lat*degToRad)
+	px := wrapDelta(lon - s.lon)
+	py := lat - s.lat
+	best := math.Inf(-1)
+	for i := range s.polys {
+		if d := s.polys[i].signedDistance(px, py, kx); d > best {
+			best = d
+		}
+	}
+	return best
+}
+
+// haversineM is the great-circle distance from the centre, in metres.
+func (s *shape) haversineM(lat, lon float64) float64 {
+	sinDLat := math.Sin((lat - s.lat) * degToRad / 2)
+	sinDLon := math.Sin((lon - s.lon) * degToRad / 2)
+	a := sinDLat*sinDLat + s.cosLat*math.Cos(lat*degToRad)*sinDLon*sinDLon
+	return 2 * earthRadiusM * math.Asin(math.Sqrt(math.Min(a, 1)))
+}
+
+// signedDistance of the point (px, py) (degrees relative to the origin) to
+// one polygon; kx scales longitude degrees to metres. One pass does the
+// even-odd crossing test and the nearest-edge search, in metres with the
+// point at (0, 0).
+func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
+	const ky = metresPerDegree
+	inside := false
+	minD2 := math.Inf(1)
+	for _, ring := range p.rings {
+		ax, ay := (ring[0].x-px)*kx, (ring[0].y-py)*ky
+		for k := 1; k < len(ring); k++ {
+			bx, by := (ring[k].x-px)*kx, (ring[k].y-py)*ky
+			if (ay > 0) != (by > 0) && ax-ay*(bx-ax)/(by-ay) > 0 {
+				inside = !inside
+			}
+			ex, ey := bx-ax, by-ay
+			t := -(ax*ex + ay*ey) / (ex*ex + ey*ey)
+			if t < 0 {
+				t = 0
+			} else if t > 1 {
+				t = 1
+			}
+			dx, dy := ax+t*ex, ay+t*ey
+			if d2 := dx*dx + dy*dy; d2 < minD2 {
+				minD2 = d2
+			}
+			ax, ay = bx, by
+		}
+	}
+	d := math.Sqrt(minD2)
+	switch {
+	case d <= onEdgeM:
+		return 0
+	case inside:
+		return d
+	default:
+		return -d
+	}
+}
