@@ -244,6 +244,12 @@ func (t *Topology) Validate() error {
 		}
 		if !found {
 			bad("boundary "+b.From+" -> "+b.To, ErrBadDeclaration, "processor %s has no such flow", b.Processor)
+			continue
+		}
+		from, ok1 := t.Topic(b.From)
+		to, ok2 := t.Topic(b.To)
+		if ok1 && ok2 && from.Key == to.Key {
+			bad("boundary "+b.From+" -> "+b.To, ErrBadDeclaration, "both topics are keyed by %s: a boundary declares a re-key, and this flow keeps its key", from.Key)
 		}
 	}
 	return errors.Join(errs...)
