@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// LogFlags holds the logging flags.
+type LogFlags struct {
+	Level  string
+	Format string
+}
+
+// Register adds --log-level and --log-format.
+func (l *LogFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&l.Level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.Format, "log-format", "text", "log format: text or json")
+}
+
+// Logger builds the logger the flags describe, writing to w.
+func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.Level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(l.Format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", l.Format)
+}
+
+// SignalContext is canceled on SIGINT or SIGTERM.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// Listen opens addr; an address without a host binds 127.0.0.1.
+func Listen(addr string) (net.Listener, error) {
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return l, nil
+}
+
+// Serve serves h on l until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	}
+}
+
+// MetricsHandler serves /metrics (the default Prometheus registry) and /healthz.
+func MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	return mux
+}
+
+// ServeMetrics serves MetricsHandler on addr until ctx ends; an empty addr
+// serves nothing.
+func ServeMetrics(ctx context.Context, addr string, log *slog.Logger) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	l, err := Listen(addr)
+	if err != nil {
+		return err
+	}
+	log.Info("metrics listening", "url", "http://"+l.Addr().String()+"/metrics")
+	return Serve(ctx, l, MetricsHandler())
+}

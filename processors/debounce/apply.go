@@ -1,0 +1,243 @@
+package debounce
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
+)
+
+// Invalid-ping errors (the processor dead-letters such pings with the reason).
+var (
+	ErrBadCoordinates = errors.New("coordinates are not finite or out of range")
+	ErrBadAccuracy    = errors.New("accuracy is negative or not finite")
+	ErrNoEventTime    = errors.New("device time is missing")
+	ErrNoHLC          = errors.New("ping has no HLC")
+	ErrDeviceMismatch = errors.New("device_id differs from the record key")
+)
+
+// ValidatePing checks a ping against its record key before anything is applied.
+func ValidatePing(key string, p *geofencepb.Ping) error {
+	switch {
+	case p.GetDeviceId() != "" && p.GetDeviceId() != key:
+		return fmt.Errorf("%w: key %q, device_id %q", ErrDeviceMismatch, key, p.GetDeviceId())
+	case !finite(p.GetLat()) || !finite(p.GetLon()) || math.Abs(p.GetLat()) > 90 || math.Abs(p.GetLon()) > 180:
+		return fmt.Errorf("%w: lat %v lon %v", ErrBadCoordinates, p.GetLat(), p.GetLon())
+	case !finite(p.GetAccuracyM()) || p.GetAccuracyM() < 0:
+		return fmt.Errorf("%w: %v", ErrBadAccuracy, p.GetAccuracyM())
+	case p.GetDeviceTimeMs() <= 0:
+		return ErrNoEventTime
+	case p.GetHlc() == 0:
+		return ErrNoHLC
+	}
+	return nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Resolved returns a fence's debounce settings overlaid on defaults.
+func Resolved(defaults Settings, f *fences.Fence) Settings {
+	s := defaults
+	o := f.Settings
+	if o.MinSamples > 0 {
+		s.MinSamples = int(o.MinSamples)
+	}
+	if o.MinDwell > 0 {
+		s.MinDwell = o.MinDwell
+	}
+	if o.HysteresisM > 0 {
+		s.Hysteresis = o.HysteresisM
+	}
+	if o.Loiter > 0 {
+		s.Loiter = o.Loiter
+	}
+	if o.SilenceTimeout > 0 {
+		s.SilenceTimeout = o.SilenceTimeout
+	}
+	return s
+}
+
+// Outcome is what applying one ping did.
+type Outcome struct {
+	Triggers []*geofencepb.Trigger
+	// FlapsSuppressed counts candidate transitions abandoned before confirmation
+	// (ENTERING back to OUTSIDE, EXITING back to INSIDE).
+	FlapsSuppressed int
+	// Changed reports whether st must be written back.
+	Changed bool
+}
+
+// TriggerID is the deterministic id of a trigger. Its first component is the
+// device id, exactly the partition key, so replays dedupe downstream.
+func TriggerID(deviceID, fenceID string, typ geofencepb.TriggerType, hlc uint64) string {
+	b := make([]byte, 0, len(deviceID)+len(fenceID)+24)
+	b = append(b, deviceID...)
+	b = append(b, '|')
+	b = append(b, fenceID...)
+	b = append(b, '|')
+	b = append(b, typeCode(typ))
+	b = append(b, '|')
+	b = strconv.AppendUint(b, hlc, 16)
+	return string(b)
+}
+
+func typeCode(t geofencepb.TriggerType) byte {
+	switch t {
+	case geofencepb.TriggerType_TRIGGER_TYPE_ENTER:
+		return 'E'
+	case geofencepb.TriggerType_TRIGGER_TYPE_EXIT:
+		return 'X'
+	case geofencepb.TriggerType_TRIGGER_TYPE_DWELL:
+		return 'D'
+	}
+	return '?'
+}
+
+// accuracyMarginM is how far beyond the largest hysteresis Apply looks for
+// fences, on top of the ping's accuracy, so fences a device is just outside
+// of are measured too.
+const accuracyMarginM = 1
+
+// Apply runs one valid, non-stale ping through every fence near it and every
+// fence the device has live state for. st is modified in place (it must be
+// non-nil, with DeviceId set); the caller has already audited the HLC.
+func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot, defaults Settings) Outcome {
+	var out Outcome
+	margin := math.Max(snap.MaxHysteresisM(), defaults.Hysteresis) + p.GetAccuracyM() + accuracyMarginM
+	sample := Sample{TimeMs: p.GetDeviceTimeMs(), AccuracyM: p.GetAccuracyM()}
+	var visited []string // fences with live state seen via Near; usually 0–2
+	step := func(f *fences.Fence) bool {
+		prev := st.Fences[f.ID]
+		if prev != nil {
+			visited = append(visited, f.ID)
+		}
+		sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
+		cfg := Resolved(defaults, f)
+		next, fired := Step(prev, sample, cfg)
+		record(st, &out, f.ID, prev, next, fired, p, snap.Version())
+		return true
+	}
+	snap.Near(p.GetLat(), p.GetLon(), margin, step)
+	// Fences with live state that Near did not reach: the device is far outside
+	// them (or they were deleted).
+	for id, prev := range st.Fences {
+		if contains(visited, id) {
+			continue
+		}
+		f, ok := snap.Get(id)
+		if !ok {
+			delete(st.Fences, id)
+			out.Changed = true
+			if prev.GetPhase() == geofencepb.Phase_PHASE_INSIDE || prev.GetPhase() == geofencepb.Phase_PHASE_EXITING {
+				out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, p, snap.Version()))
+			}
+			continue
+		}
+		sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
+		next, fired := Step(prev, sample, Resolved(defaults, &f))
+		record(st, &out, id, prev, next, fired, p, snap.Version())
+	}
+	st.LastHlc = p.GetHlc()
+	st.LastEventTimeMs = max(st.LastEventTimeMs, p.GetDeviceTimeMs())
+	st.LastLat, st.LastLon = p.GetLat(), p.GetLon()
+	st.Pings++
+	st.CatalogueVersion = snap.Version()
+	st.Triggers += uint64(len(out.Triggers))
+	return out
+}
+
+func record(st *geofencepb.DeviceState, out *Outcome, id string, prev, next *geofencepb.FenceState, fired []Transition, p *geofencepb.Ping, version uint64) {
+	if next != prev {
+		out.Changed = true
+		if next == nil {
+			delete(st.Fences, id)
+		} else {
+			if st.Fences == nil {
+				st.Fences = map[string]*geofencepb.FenceState{}
+			}
+			st.Fences[id] = next
+		}
+		if abandoned(prev, next) {
+			out.FlapsSuppressed++
+		}
+	}
+	for _, t := range fired {
+		out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, t.Type, t.Reason, p, version))
+	}
+}
+
+// abandoned: a candidate transition fell back to where it started.
+func abandoned(prev, next *geofencepb.FenceState) bool {
+	switch prev.GetPhase() {
+	case geofencepb.Phase_PHASE_ENTERING:
+		return next == nil
+	case geofencepb.Phase_PHASE_EXITING:
+		return next.GetPhase() == geofencepb.Phase_PHASE_INSIDE
+	}
+	return false
+}
+
+func contains(ids []string, id string) bool {
+	for _, v := range ids {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+func trigger(device, fence string, typ geofencepb.TriggerType, reason geofencepb.TriggerReason, p *geofencepb.Ping, version uint64) *geofencepb.Trigger {
+	return &geofencepb.Trigger{
+		TriggerId:        TriggerID(device, fence, typ, p.GetHlc()),
+		DeviceId:         device,
+		FenceId:          fence,
+		Type:             typ,
+		Reason:           reason,
+		EventTimeMs:      p.GetDeviceTimeMs(),
+		Hlc:              p.GetHlc(),
+		CatalogueVersion: version,
+		Lat:              p.GetLat(),
+		Lon:              p.GetLon(),
+	}
+}
+
+// Expire closes the stays of a silent device: every fence INSIDE or EXITING whose
+// silence (nowMs minus the device's last event time) reached its timeout gets an
+// EXIT with reason TIMEOUT. The trigger's HLC is one above the device's last, and
+// st.LastHlc advances to it, so the exit orders after everything the device sent.
+func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defaults Settings) []*geofencepb.Trigger {
+	var out []*geofencepb.Trigger
+	for id, prev := range st.Fences {
+		cfg := defaults
+		if f, ok := snap.Get(id); ok {
+			cfg = Resolved(defaults, &f)
+		}
+		next, t, fired := Timeout(prev, st.LastEventTimeMs, nowMs, cfg)
+		if !fired {
+			continue
+		}
+		if next == nil {
+			delete(st.Fences, id)
+		} else {
+			st.Fences[id] = next
+		}
+		st.LastHlc++
+		out = append(out, &geofencepb.Trigger{
+			TriggerId:        TriggerID(st.DeviceId, id, t.Type, st.LastHlc),
+			DeviceId:         st.DeviceId,
+			FenceId:          id,
+			Type:             t.Type,
+			Reason:           t.Reason,
+			EventTimeMs:      nowMs,
+			Hlc:              st.LastHlc,
+			CatalogueVersion: snap.Version(),
+			Lat:              st.LastLat,
+			Lon:              st.LastLon,
+		})
+	}
+	st.Triggers += uint64(len(out))
+	return out
+}

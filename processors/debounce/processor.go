@@ -1,0 +1,199 @@
+package debounce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+)
+
+var (
+	pingsApplied = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_pings_processed_total",
+		Help: "Pings applied to device state by the debouncer.",
+	})
+	triggersEmitted = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_triggers_total",
+		Help: "Triggers emitted by the debouncer, by type and reason.",
+	}, []string{"type", "reason"})
+	flapsSuppressed = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_flaps_suppressed_total",
+		Help: "Candidate transitions abandoned before confirmation: flapping the debouncer kept from becoming triggers.",
+	})
+	stalePings = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_stale_pings_total",
+		Help: "Pings not applied because the device's HLC did not increase.",
+	})
+)
+
+// SweepVisitor is the name of the silence-sweep visit.
+const SweepVisitor = "silence-sweep"
+
+// Group is the Goka group type of the debouncer.
+type Group = group.Group[geofencepb.DeviceState, *geofencepb.DeviceState]
+
+// Context is the handler context of the debouncer.
+type Context = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+
+// Opt configures the debouncer.
+type Opt func(*config)
+
+type config struct {
+	defaults Settings
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// WithDefaults sets the debounce settings of fences that do not override them
+// (default DefaultSettings()).
+func WithDefaults(s Settings) Opt { return func(c *config) { c.defaults = s } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
+
+// WithClock sets the wall clock of the silence sweep (default time.Now). Event
+// time never comes from it.
+func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
+
+// Debouncer holds the catalogue and the group definition.
+type Debouncer struct {
+	cfg   config
+	cat   *fences.Catalogue
+	group *Group
+
+	mu       sync.Mutex
+	activity map[int32]partitionActivity
+}
+
+// partitionActivity lets the sweep tell a silent device from a partition that is
+// still catching up on a backlog (whose devices only look silent).
+type partitionActivity struct {
+	watermarkMs int64     // highest event time applied
+	lastWall    time.Time // wall time of the last record applied
+}
+
+// New defines the debouncer over topo's "debouncer" declaration, reading fences
+// from cat.
+func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debouncer, error) {
+	cfg := config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.defaults.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Debouncer{cfg: cfg, cat: cat, activity: map[int32]partitionActivity{}}
+	g := group.New[geofencepb.DeviceState](topo, topology.GroupDebouncer, cfg.log)
+	group.Stream(g, topology.TopicPings, d.handlePing)
+	group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
+	group.Visitor(g, SweepVisitor, d.sweepDevice)
+	d.group = g
+	return d, nil
+}
+
+// Group returns the group, to build its processor.
+func (d *Debouncer) Group() *Group { return d.group }
+
+func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
+	if err := ValidatePing(c.Key(), p); err != nil {
+		return err
+	}
+	st := c.State()
+	if st == nil {
+		st = &geofencepb.DeviceState{DeviceId: c.Key()}
+	}
+	st.Partition = c.Partition()
+	if err := c.AuditHLC(st.GetLastHlc(), p.GetHlc()); err != nil {
+		stalePings.Inc()
+		st.StalePings++
+		c.SetState(st)
+		return nil
+	}
+	out := Apply(st, p, d.cat.Snapshot(), d.cfg.defaults)
+	for _, t := range out.Triggers {
+		c.Emit(topology.TopicTriggers, c.Key(), t)
+		triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
+	}
+	pingsApplied.Inc()
+	flapsSuppressed.Add(float64(out.FlapsSuppressed))
+	c.SetState(st)
+	d.noteActivity(c.Partition(), p.GetDeviceTimeMs())
+	return nil
+}
+
+func (d *Debouncer) noteActivity(p int32, eventMs int64) {
+	d.mu.Lock()
+	a := d.activity[p]
+	a.watermarkMs = max(a.watermarkMs, eventMs)
+	a.lastWall = d.cfg.now()
+	d.activity[p] = a
+	d.mu.Unlock()
+}
+
+// sweepNow is the "now" a silent device of partition p is judged by: the wall
+// clock, held back to the partition's event-time watermark while the partition
+// is busy, so replaying a backlog does not time out devices whose later pings
+// are still queued.
+func (d *Debouncer) sweepNow(p int32, wall time.Time, timeout time.Duration) int64 {
+	d.mu.Lock()
+	a, ok := d.activity[p]
+	d.mu.Unlock()
+	now := wall.UnixMilli()
+	if !ok || wall.Sub(a.lastWall) >= timeout {
+		return now // idle partition: wall clock decides
+	}
+	return min(now, a.watermarkMs)
+}
+
+func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
+	st := c.State()
+	if st == nil || len(st.Fences) == 0 {
+		return
+	}
+	now := d.sweepNow(c.Partition(), wall, d.cfg.defaults.SilenceTimeout)
+	trigs := Expire(st, now, d.cat.Snapshot(), d.cfg.defaults)
+	if len(trigs) == 0 {
+		return
+	}
+	for _, t := range trigs {
+		c.Emit(topology.TopicTriggers, c.Key(), t)
+		triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
+	}
+	c.Logger().Info("silence timeout closed device", "fences", len(trigs), "last_event_ms", st.LastEventTimeMs)
+	c.SetState(st)
+}
+
+// Sweep visits every device this instance owns and closes stays of silent
+// devices with EXIT reason TIMEOUT. Goka has no timers, so the binary calls it
+// on a ticker; tests call it with an injected clock.
+func (d *Debouncer) Sweep(ctx context.Context, proc *group.Processor) error {
+	if err := proc.VisitAll(ctx, SweepVisitor, d.cfg.now()); err != nil {
+		return fmt.Errorf("silence sweep: %w", err)
+	}
+	return nil
+}
+
+// RunSweeps calls Sweep every interval until ctx ends.
+func (d *Debouncer) RunSweeps(ctx context.Context, proc *group.Processor, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := d.Sweep(ctx, proc); err != nil && ctx.Err() == nil {
+				d.cfg.log.Warn("sweep failed; retrying next interval", "err", err)
+			}
+		}
+	}
+}
