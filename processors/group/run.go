@@ -245,8 +245,10 @@ func claimStateDir(dir, clusterID string) error {
 // gokaLogger sends Goka's chatter to slog at debug level.
 type gokaLogger struct{ l *slog.Logger }
 
-func (g gokaLogger) Print(v ...any)                 { g.l.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
-func (g gokaLogger) Println(v ...any)               { g.l.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
-func (g gokaLogger) Printf(format string, v ...any) { g.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...))) }
+func (g gokaLogger) Print(v ...any)   { g.l.Debug(strings.TrimSpace(fmt.Sprint(v...))) }
+func (g gokaLogger) Println(v ...any) { g.l.Debug(strings.TrimSpace(fmt.Sprintln(v...))) }
+func (g gokaLogger) Printf(format string, v ...any) {
+	g.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
