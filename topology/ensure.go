@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +30,7 @@ func (e *MismatchError) Error() string {
 		return fmt.Sprintf("topic %q has %s partitions on the broker but the topology declares %s: refusing to start, because keys would map to different partitions (murmur2 %% n changes with n), moving devices' state and breaking per-key order; recreate the topic with %s partitions or declare the new count deliberately",
 			e.Topic, e.Actual, e.Declared, e.Declared)
 	case "missing":
-		return fmt.Sprintf("topic %q does not exist on the broker (declared with %s partitions); create it with `fencectl topology check --create` or let the runner create it", e.Topic, e.Declared)
+		return fmt.Sprintf("topic %q does not exist on the broker (declared with %s partitions); create it with Topology.Ensure (binaries that create topics call it at start-up)", e.Topic, e.Declared)
 	default:
 		return fmt.Sprintf("topic %q has %s=%s on the broker but the topology declares %s: refusing to start, because a compacted table would lose state or a stream would be compacted away",
 			e.Topic, e.Setting, e.Actual, e.Declared)
@@ -38,12 +39,17 @@ func (e *MismatchError) Error() string {
 
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
 
+// createWait bounds how long Ensure waits for topics it created to show up in
+// the brokers' metadata.
+const createWait = 30 * time.Second
+
 // EnsureOpt changes Ensure/Check.
 type EnsureOpt func(*ensureConfig)
 
 type ensureConfig struct {
 	create      bool
 	replication int16
+	createWait  time.Duration
 }
 
 // WithReplication sets the replication factor of created topics (default -1: the
@@ -67,25 +73,14 @@ func (t *Topology) ensure(ctx context.Context, adm *kadm.Client, opts ...EnsureO
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	cfg := ensureConfig{replication: -1}
+	cfg := ensureConfig{replication: -1, createWait: createWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	names := t.TopicNames()
-	details, err := adm.ListTopics(ctx, names...)
+	details, missing, err := t.listTopics(ctx, adm, names)
 	if err != nil {
-		return fmt.Errorf("listing topics: %w", err)
-	}
-	var missing []Topic
-	for _, name := range names {
-		d, ok := details[name]
-		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			missing = append(missing, t.MustTopic(name))
-			continue
-		}
-		if d.Err != nil {
-			return fmt.Errorf("describing topic %s: %w", name, d.Err)
-		}
+		return err
 	}
 	if len(missing) > 0 && cfg.create {
 		for _, tp := range missing {
@@ -98,10 +93,28 @@ func (t *Topology) ensure(ctx context.Context, adm *kadm.Client, opts ...EnsureO
 				return fmt.Errorf("creating topic %s: %w", tp.Name, err)
 			}
 		}
-		if details, err = adm.ListTopics(ctx, names...); err != nil {
-			return fmt.Errorf("listing topics: %w", err)
+		// A created topic can take a moment to appear in every broker's
+		// metadata; wait for it rather than skip checking it.
+		wait := time.NewTimer(0)
+		defer wait.Stop()
+		deadline := time.Now().Add(cfg.createWait)
+		for {
+			if details, missing, err = t.listTopics(ctx, adm, names); err != nil {
+				return err
+			}
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("created topic %s but the broker does not list it after %v", missing[0].Name, cfg.createWait)
+			}
+			wait.Reset(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for created topics: %w", ctx.Err())
+			case <-wait.C:
+			}
 		}
-		missing = nil
 	}
 	var errs []error
 	for _, tp := range missing {
@@ -142,4 +155,28 @@ func (t *Topology) ensure(ctx context.Context, adm *kadm.Client, opts ...EnsureO
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
+}
+
+// listTopics describes the declared topics with fresh metadata. kadm's
+// ListTopics answers from the client's metadata cache (up to MetadataMinAge,
+// 5s by default), which would hide a topic created a moment ago and a
+// partition count changed behind our back; kadm.WithAuthorizedOps makes it
+// send a real Metadata request.
+func (t *Topology) listTopics(ctx context.Context, adm *kadm.Client, names []string) (kadm.TopicDetails, []Topic, error) {
+	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), names...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing topics: %w", err)
+	}
+	var missing []Topic
+	for _, name := range names {
+		d, ok := details[name]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t.MustTopic(name))
+			continue
+		}
+		if d.Err != nil {
+			return nil, nil, fmt.Errorf("describing topic %s: %w", name, d.Err)
+		}
+	}
+	return details, missing, nil
 }
