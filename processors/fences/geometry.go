@@ -1,8 +1,10 @@
 package fences
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/paulmach/orb"
 )
@@ -34,6 +36,11 @@ type vec struct{ x, y float64 }
 // edge has zero length.
 type polyGeo struct {
 	rings [][]vec
+	// seams[r][k] marks edge k of ring r as covered by edges of other
+	// polygons of the MultiPolygon (nil when none is): it is interior to
+	// the union, as where a fence is split at the antimeridian, so it is
+	// not boundary for distances. nil for most fences.
+	seams [][]bool
 }
 
 // shape is the precomputed form of a fence's geometry.
@@ -206,6 +213,9 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 			}
 		}
 	}
+	if len(out) > 1 {
+		markSeams(out)
+	}
 	s := &shape{lat: cy, lon: normLon(refLon + cx), polys: out}
 	s.bounds = Bounds{South: minY, North: maxY, West: normLon(refLon + minX), East: normLon(refLon + maxX)}
 	if s.bounds.West == 180 && s.bounds.East != 180 {
@@ -355,6 +365,99 @@ func pointInRing(v vec, r []vec) (inside, onEdge bool) {
 	return inside, false
 }
 
+// seamTol is how far (degrees, ~0.1 mm) an edge may sit from another and
+// still count as the same line: unwrapping ±180 can differ by an ulp.
+const seamTol = 1e-9
+
+// interiorSide is +1 if the polygon's interior lies left of the ring's
+// edges, -1 if right: the ring's winding, flipped for holes.
+func interiorSide(ring []vec, hole bool) float64 {
+	var area2 float64
+	for k := 0; k+1 < len(ring); k++ {
+		area2 += ring[k].x*ring[k+1].y - ring[k+1].x*ring[k].y
+	}
+	side := 1.0
+	if area2 < 0 {
+		side = -1
+	}
+	if hole {
+		side = -side
+	}
+	return side
+}
+
+// markSeams finds edges wholly covered by collinear edges of other polygons
+// of the same MultiPolygon whose interior lies on the other side: such an
+// edge is inside the union. O(E²), only for MultiPolygons.
+func markSeams(polys []polyGeo) {
+	var spans [][2]float64
+	sides := make([][]float64, len(polys))
+	for pi := range polys {
+		for ri, ring := range polys[pi].rings {
+			sides[pi] = append(sides[pi], interiorSide(ring, ri > 0))
+		}
+	}
+	for pi := range polys {
+		for ri, ring := range polys[pi].rings {
+			for k := 0; k+1 < len(ring); k++ {
+				a, b := ring[k], ring[k+1]
+				ex, ey := b.x-a.x, b.y-a.y
+				l2 := ex*ex + ey*ey
+				l := math.Sqrt(l2)
+				spans = spans[:0]
+				for pj := range polys {
+					if pj == pi {
+						continue
+					}
+					for rj, other := range polys[pj].rings {
+						for m := 0; m+1 < len(other); m++ {
+							c, d := other[m], other[m+1]
+							if math.Abs(orient(a, b, c)) > seamTol*l || math.Abs(orient(a, b, d)) > seamTol*l {
+								continue
+							}
+							// Same direction and same interior side, or
+							// opposite and opposite: overlapping interiors,
+							// so the edge is real boundary.
+							if ((d.x-c.x)*ex+(d.y-c.y)*ey)*sides[pi][ri]*sides[pj][rj] > 0 {
+								continue
+							}
+							tc := ((c.x-a.x)*ex + (c.y-a.y)*ey) / l2
+							td := ((d.x-a.x)*ex + (d.y-a.y)*ey) / l2
+							lo, hi := math.Max(math.Min(tc, td), 0), math.Min(math.Max(tc, td), 1)
+							if hi > lo {
+								spans = append(spans, [2]float64{lo, hi})
+							}
+						}
+					}
+				}
+				if covers(spans, seamTol/l) {
+					p := &polys[pi]
+					if p.seams == nil {
+						p.seams = make([][]bool, len(p.rings))
+					}
+					if p.seams[ri] == nil {
+						p.seams[ri] = make([]bool, len(ring)-1)
+					}
+					p.seams[ri][k] = true
+				}
+			}
+		}
+	}
+}
+
+// covers reports whether the spans cover [0, 1] up to tol.
+func covers(spans [][2]float64, tol float64) bool {
+	slices.SortFunc(spans, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	reach := 0.0
+	for _, s := range spans {
+		if s[0] > reach+tol {
+			return false
+		}
+		reach = math.Max(reach, s[1])
+	}
+	return reach >= 1-tol
+}
+
 func fmtVec(v vec) string { return fmt.Sprintf("[%g, %g]", v.x, v.y) }
 
 // signedDistance implements Fence.SignedDistance for a compiled shape.
@@ -393,12 +496,17 @@ func (s *shape) haversineM(lat, lon float64) float64 {
 // signedDistance of the point (px, py) (degrees relative to the origin) to
 // one polygon; kx scales longitude degrees to metres. One pass does the
 // even-odd crossing test and the nearest-edge search, in metres with the
-// point at (0, 0).
+// point at (0, 0). Seam edges take part in the crossing test but not in the
+// distance; a point on a seam is inside (it is inside the union).
 func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 	const ky = metresPerDegree
 	inside := false
-	minD2 := math.Inf(1)
-	for _, ring := range p.rings {
+	minD2, seamD2 := math.Inf(1), math.Inf(1)
+	for r, ring := range p.rings {
+		var seams []bool
+		if p.seams != nil {
+			seams = p.seams[r]
+		}
 		ax, ay := (ring[0].x-px)*kx, (ring[0].y-py)*ky
 		for k := 1; k < len(ring); k++ {
 			bx, by := (ring[k].x-px)*kx, (ring[k].y-py)*ky
@@ -413,7 +521,10 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 				t = 1
 			}
 			dx, dy := ax+t*ex, ay+t*ey
-			if d2 := dx*dx + dy*dy; d2 < minD2 {
+			d2 := dx*dx + dy*dy
+			if seams != nil && seams[k-1] {
+				seamD2 = math.Min(seamD2, d2)
+			} else if d2 < minD2 {
 				minD2 = d2
 			}
 			ax, ay = bx, by
@@ -423,7 +534,7 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 	switch {
 	case d <= onEdgeM:
 		return 0
-	case inside:
+	case inside || seamD2 <= onEdgeM*onEdgeM:
 		return d
 	default:
 		return -d
