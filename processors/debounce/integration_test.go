@@ -1,0 +1,192 @@
+package debounce_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/embedded"
+)
+
+// startBroker starts an embedded broker for one test and removes it afterwards.
+func startBroker(t *testing.T) cluster.Config {
+	t.Helper()
+	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return cluster.Config{Brokers: b.Addrs()}
+}
+
+// runDebouncer runs a debouncer against the broker until the test ends.
+func runDebouncer(t *testing.T, cl cluster.Config, d *debounce.Debouncer, stateDir string) *group.Processor {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	proc, err := d.Group().Processor(ctx, cl, group.StateDir(stateDir))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("debouncer: %v", err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := proc.WaitForReadyContext(wctx); err != nil {
+		t.Fatalf("debouncer not ready: %v", err)
+	}
+	return proc
+}
+
+func kgoClient(t *testing.T, cl cluster.Config, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base, err := cl.Kgo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// consumeAll reads topic from the start until cond holds or the deadline passes.
+func consumeAll(t *testing.T, cl cluster.Config, topic string, cond func([]*kgo.Record) bool) []*kgo.Record {
+	t.Helper()
+	c := kgoClient(t, cl, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for !cond(recs) {
+		f := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: condition not met before deadline; have %d records", topic, len(recs))
+		}
+		recs = append(recs, f.Records()...)
+	}
+	return recs
+}
+
+// TestDeviceStateLandsInTheJavaPartition writes pings with franz-go's default
+// producer (Java-compatible murmur2) to a 24-partition topic and shows that each
+// device's state is kept in, written to, and read back from the partition
+// PartitionFor names; poison records in between go to the dead-letter topic and
+// nothing valid is lost.
+func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
+	cl := startBroker(t)
+	d, err := debounce.New(topology.Geofence(), testCatalogue(t), debounce.WithDefaults(testSettings()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDebouncer(t, cl, d, t.TempDir())
+
+	const devices = 120
+	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	ctx := context.Background()
+	pingPartition := map[string]int32{}
+	codec := codecs.For[geofencepb.Ping]()
+	var hlc uint64
+	for i := 0; i < 4; i++ {
+		for n := 0; n < devices; n++ {
+			dev := fmt.Sprintf("veh-%03d", n)
+			hlc++
+			v, _ := codec.Marshal(&geofencepb.Ping{DeviceId: dev, Lat: insideLat, Lon: centerLon, AccuracyM: 2,
+				DeviceTimeMs: 1_800_000_000_000 + int64(i)*1000, Hlc: hlc})
+			r := &kgo.Record{Key: []byte(dev), Value: v}
+			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			pingPartition[dev] = r.Partition
+		}
+		if i == 1 { // poison in the middle of the stream
+			for _, r := range []*kgo.Record{
+				{Key: []byte("veh-000"), Value: []byte{0xff, 0xff, 0xff}},
+				{Key: nil, Value: []byte("no key")},
+			} {
+				if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	for dev, p := range pingPartition {
+		if want := topology.PartitionFor(dev, 24); p != want {
+			t.Fatalf("franz-go put %s on %d, PartitionFor says %d", dev, p, want)
+		}
+	}
+
+	// Every device's ENTER arrives on the device's partition of fence-triggers.
+	trigs := consumeAll(t, cl, topology.TopicTriggers, func(r []*kgo.Record) bool { return len(r) >= devices })
+	for _, r := range trigs {
+		if want := pingPartition[string(r.Key)]; r.Partition != want {
+			t.Fatalf("trigger of %s on partition %d, its pings are on %d", r.Key, r.Partition, want)
+		}
+	}
+	// State is written to the table topic on the device's partition...
+	seen := map[string]bool{}
+	consumeAll(t, cl, topology.TopicDebouncer, func(recs []*kgo.Record) bool {
+		for _, r := range recs {
+			if want := pingPartition[string(r.Key)]; r.Partition != want {
+				t.Fatalf("state of %s written to partition %d, want %d", r.Key, r.Partition, want)
+			}
+			st, err := codecs.For[geofencepb.DeviceState]().Unmarshal(r.Value)
+			if err == nil && st.Pings == 4 {
+				seen[string(r.Key)] = true
+			}
+		}
+		return len(seen) == devices
+	})
+	// ...and read back through a view hashed with the pinned partitioner.
+	view, err := group.NewView[geofencepb.DeviceState](cl, topology.TopicDebouncer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vctx, vcancel := context.WithCancel(ctx)
+	vdone := make(chan error, 1)
+	go func() { vdone <- view.Run(vctx) }()
+	t.Cleanup(func() { vcancel(); <-vdone })
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := view.WaitRecovered(wctx); err != nil {
+		t.Fatal(err)
+	}
+	for dev, p := range pingPartition {
+		st, err := view.Get(dev)
+		if err != nil || st == nil {
+			t.Fatalf("view.Get(%s) = %v, %v: a view with the wrong hasher looks in the wrong partition", dev, st, err)
+		}
+		if st.Partition != p || st.Pings != 4 || st.Fences["zone-1"].GetPhase() != geofencepb.Phase_PHASE_INSIDE {
+			t.Fatalf("state of %s: partition %d (want %d), pings %d, fences %v", dev, st.Partition, p, st.Pings, st.Fences)
+		}
+	}
+	// The two poison records are dead-lettered with their reasons.
+	dl := consumeAll(t, cl, topology.TopicDeadLetter, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	reasons := map[string]bool{}
+	for _, r := range dl {
+		for _, h := range r.Headers {
+			if h.Key == group.HeaderReason {
+				reasons[string(h.Value)] = true
+			}
+		}
+	}
+	if !reasons[group.ReasonUndecodable] || !reasons[group.ReasonBadKey] || len(dl) != 2 {
+		t.Fatalf("dead letters: %d records, reasons %v", len(dl), reasons)
+	}
+}
