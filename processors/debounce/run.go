@@ -1,0 +1,84 @@
+package debounce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// RunConfig is what Run needs besides the cluster.
+type RunConfig struct {
+	Topology   *topology.Topology
+	StateDir   string
+	HotStandby bool
+	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
+	RecoverAhead bool
+	// SweepEvery is the silence-sweep interval (0: 30s).
+	SweepEvery time.Duration
+	Defaults   Settings
+	Log        *slog.Logger
+	// Started, if set, is called with the processor once it is ready.
+	Started func(*group.Processor)
+}
+
+// Run follows the fence catalogue, waits until it has caught up (a debouncer
+// with a half-loaded catalogue would close every stay with FENCE_DELETED), then
+// runs the processor and the silence sweep until ctx ends.
+func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
+	log := rc.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if rc.SweepEvery <= 0 {
+		rc.SweepEvery = 30 * time.Second
+	}
+	cat := fences.New()
+	follower := fences.NewFollower(cl, topology.TopicFences, cat, log)
+	d, err := New(rc.Topology, cat, WithDefaults(rc.Defaults), WithLogger(log))
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	// Topics must exist before the follower reads the fences topic.
+	proc, err := d.Group().Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return follower.Run(ctx) })
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-follower.Ready():
+		}
+		log.Info("fence catalogue loaded", "fences", cat.Snapshot().Len(), "version", cat.Snapshot().Version())
+		return proc.Run(ctx)
+	})
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-follower.Ready():
+		}
+		if err := proc.WaitForReadyContext(ctx); err != nil {
+			return nil // ctx ended or the processor failed; its own goroutine reports that
+		}
+		log.Info("debouncer ready")
+		if rc.Started != nil {
+			rc.Started(proc)
+		}
+		return d.RunSweeps(ctx, proc, rc.SweepEvery)
+	})
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("debouncer: %w", err)
+	}
+	return nil
+}
