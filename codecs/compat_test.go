@@ -1,0 +1,109 @@
+package codecs_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+)
+
+// Run `go test ./codecs -run TestGolden -write-golden` once per schema version,
+// after adding that version's fixtures, to write testdata/<version>/*.bin.
+// Files already there are never overwritten: they are the compatibility record.
+var writeGolden = flag.Bool("write-golden", false, "write missing golden files of the current fixtures to testdata/v1")
+
+func TestGoldenV1(t *testing.T) {
+	for name, want := range v1Messages() {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "v1", name+".bin")
+			if *writeGolden {
+				if _, err := os.Stat(path); os.IsNotExist(err) {
+					requireFullyPopulated(t, want.ProtoReflect())
+					data, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("wrote %s (%d bytes)", path, len(data))
+				}
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden bytes of %s: %v (never delete golden files)", name, err)
+			}
+			got := want.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(data, got); err != nil {
+				t.Fatalf("v1 %s no longer decodes: %v", name, err)
+			}
+			if u := got.ProtoReflect().GetUnknown(); len(u) > 0 {
+				t.Fatalf("v1 %s has %d bytes the current schema does not know: a field was removed or renumbered", name, len(u))
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("v1 %s decodes to\n  %v\nwant\n  %v\na field changed number, type or meaning", name, got, want)
+			}
+		})
+	}
+}
+
+// The goka codec reads the golden bytes as real messages, not poison.
+func TestGoldenV1ThroughCodec(t *testing.T) {
+	check := func(name string, decode func([]byte) (any, error)) {
+		data, err := os.ReadFile(filepath.Join("testdata", "v1", name+".bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := v.(*codecs.Poison); ok {
+			t.Fatalf("%s golden decodes to poison: %v", name, p)
+		}
+		if !proto.Equal(v.(proto.Message), v1Messages()[name]) {
+			t.Fatalf("%s golden through the codec = %v", name, v)
+		}
+	}
+	check("Ping", codecs.For[pb.Ping]().Decode)
+	check("Fence", codecs.For[pb.Fence]().Decode)
+	check("Trigger", codecs.For[pb.Trigger]().Decode)
+	check("DeviceState", codecs.For[pb.DeviceState]().Decode)
+	check("Occupancy", codecs.For[pb.Occupancy]().Decode)
+	check("HotKey", codecs.For[pb.HotKey]().Decode)
+}
+
+// Every message type of the schema has golden bytes in some version.
+func TestGoldenCoversEveryMessage(t *testing.T) {
+	msgs := pb.File_fencestream_v1_geofence_proto.Messages()
+	for i := range msgs.Len() {
+		name := string(msgs.Get(i).Name())
+		matches, _ := filepath.Glob(filepath.Join("testdata", "*", name+".bin"))
+		if len(matches) == 0 {
+			t.Errorf("message %s has no golden bytes: add a fixture and run with -write-golden", name)
+		}
+	}
+}
+
+// requireFullyPopulated fails unless every field (recursively, except inside
+// maps and lists) is set, so a golden file exercises every field of its
+// version. It runs when goldens are written; afterwards the files are fixed.
+func requireFullyPopulated(t *testing.T, m protoreflect.Message) {
+	t.Helper()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if !m.Has(fd) {
+			t.Fatalf("%s.%s is not set: golden bytes must exercise every field", m.Descriptor().Name(), fd.Name())
+		}
+		if fd.Message() != nil && !fd.IsMap() && !fd.IsList() {
+			requireFullyPopulated(t, m.Get(fd).Message())
+		}
+	}
+}
