@@ -190,3 +190,44 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 		t.Fatalf("dead letters: %d records, reasons %v", len(dl), reasons)
 	}
 }
+
+// TestNewGroupStartsAtOldestOffset produces every ping before the debouncer's
+// group exists; with Goka's default (newest) the records produced while the
+// group joins would be skipped for good. All must be applied.
+func TestNewGroupStartsAtOldestOffset(t *testing.T) {
+	cl := startBroker(t)
+	topo := topology.Geofence()
+	// Create topics first, exactly as the binaries would, then produce.
+	if _, err := group.CheckBroker(context.Background(), cl, topo, true); err != nil {
+		t.Fatal(err)
+	}
+	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	codec := codecs.For[geofencepb.Ping]()
+	const devices, perDevice = 300, 3
+	var recs []*kgo.Record
+	for i := 0; i < perDevice; i++ {
+		for n := 0; n < devices; n++ {
+			dev := fmt.Sprintf("early-%03d", n)
+			v, _ := codec.Marshal(&geofencepb.Ping{DeviceId: dev, Lat: outsideLat, Lon: centerLon, DeviceTimeMs: 1_800_000_000_000 + int64(i)*1000, Hlc: uint64(i*devices + n + 1)})
+			recs = append(recs, &kgo.Record{Key: []byte(dev), Value: v})
+		}
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := debounce.New(topo, testCatalogue(t), debounce.WithDefaults(testSettings()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDebouncer(t, cl, d, t.TempDir())
+	done := map[string]bool{}
+	consumeAll(t, cl, topology.TopicDebouncer, func(rs []*kgo.Record) bool {
+		for _, r := range rs {
+			st, err := codecs.For[geofencepb.DeviceState]().Unmarshal(r.Value)
+			if err == nil && st.Pings == perDevice {
+				done[string(r.Key)] = true
+			}
+		}
+		return len(done) == devices
+	})
+}
