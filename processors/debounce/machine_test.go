@@ -193,6 +193,23 @@ func TestStepSingle(t *testing.T) {
 	}
 }
 
+// fields is a comparable copy of a FenceState (nil: all zero, ok false).
+type fields struct {
+	ok          bool
+	phase       geofencepb.Phase
+	since       int64
+	n           uint32
+	insideSince int64
+	dwell       bool
+}
+
+func snapshot(st *geofencepb.FenceState) fields {
+	if st == nil {
+		return fields{}
+	}
+	return fields{true, st.Phase, st.CandidateSinceMs, st.CandidateSamples, st.InsideSinceMs, st.DwellFired}
+}
+
 type event struct {
 	i  int
 	tr Transition
@@ -539,7 +556,7 @@ func TestTimeout(t *testing.T) {
 //     and never returns a non-nil settled OUTSIDE;
 //   - the phase agrees with the emitted history (INSIDE/EXITING iff inside).
 func TestStepProperty(t *testing.T) {
-	seeds := 400
+	seeds := 1000
 	if testing.Short() {
 		seeds = 50
 	}
@@ -567,13 +584,14 @@ func TestStepProperty(t *testing.T) {
 			in        bool // an ENTER is open
 			dwelled   bool
 			now, last int64
-			trace     []string
+			trace     [12]func() string // the last steps, formatted only on failure
+			steps     int
 		)
 		fail := func(format string, args ...any) {
 			t.Helper()
-			tail := trace
-			if len(tail) > 12 {
-				tail = tail[len(tail)-12:]
+			var tail []string
+			for i := max(0, steps-len(trace)); i < steps; i++ {
+				tail = append(tail, trace[i%len(trace)]())
 			}
 			t.Fatalf("seed %d, cfg %+v: %s\nlast steps:\n%s", seed, cfg, fmt.Sprintf(format, args...), strings.Join(tail, "\n"))
 		}
@@ -618,7 +636,11 @@ func TestStepProperty(t *testing.T) {
 			if r.IntN(200) == 0 { // a sweep some time after the last sample
 				sweep := last + int64(r.IntN(4*60_000))
 				next, tr, ok := Timeout(st, last, sweep, cfg)
-				trace = append(trace, fmt.Sprintf("Timeout(%s, silent %d ms) → %s %+v %v", stateString(st), sweep-last, stateString(next), tr, ok))
+				prev, silent := st, sweep-last
+				trace[steps%len(trace)] = func() string {
+					return fmt.Sprintf("Timeout(%s, silent %d ms) → %s %+v %v", stateString(prev), silent, stateString(next), tr, ok)
+				}
+				steps++
 				if ok {
 					if tr != (Transition{typExit, timeout}) || next != nil {
 						fail("Timeout returned %s, %+v", stateString(next), tr)
@@ -638,16 +660,17 @@ func TestStepProperty(t *testing.T) {
 			if r.IntN(50) == 0 {
 				s.Distance = math.NaN()
 			}
-			var before *geofencepb.FenceState
-			if st != nil {
-				before = proto.Clone(st).(*geofencepb.FenceState)
-			}
+			before := snapshot(st)
 			next, trs := Step(st, s, cfg)
-			trace = append(trace, fmt.Sprintf("Step(%s, %+v) → %s %s", stateString(st), s, stateString(next), trString(trs)))
-			if !sameState(st, before) {
+			prev := st
+			trace[steps%len(trace)] = func() string {
+				return fmt.Sprintf("Step(%s, %+v) → %s %s", stateString(prev), s, stateString(next), trString(trs))
+			}
+			steps++
+			if snapshot(st) != before {
 				fail("Step modified its input")
 			}
-			if sameState(next, st) && next != st {
+			if snapshot(next) == snapshot(st) && next != st {
 				fail("unchanged state reallocated")
 			}
 			if next != nil && next.Phase == outside {
