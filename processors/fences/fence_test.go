@@ -1,6 +1,7 @@
 package fences
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -277,4 +278,36 @@ func slicesReverse(r orb.Ring) orb.Ring {
 		out[len(r)-1-i] = r[i]
 	}
 	return out
+}
+
+func TestNaNCoordinatesRejected(t *testing.T) {
+	nan := math.NaN()
+	cases := []struct {
+		name string
+		g    orb.Geometry
+	}{
+		{"NaN longitude", orb.Polygon{{{13.40, 52.50}, {nan, 52.50}, {13.41, 52.51}, {13.40, 52.50}}}},
+		{"NaN latitude", orb.Polygon{{{13.40, 52.50}, {13.41, nan}, {13.41, 52.51}, {13.40, 52.50}}}},
+		{"infinite", orb.MultiPolygon{{{{13.40, 52.50}, {math.Inf(1), 52.50}, {13.41, 52.51}, {13.40, 52.50}}}}},
+		{"NaN in a hole", orb.Polygon{box(52.5, 13.4, 52.51, 13.41), {{13.402, 52.502}, {nan, nan}, {13.404, 52.504}, {13.402, 52.502}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewPolygonFence("n", "", tc.g, Settings{}); !errors.Is(err, ErrInvalidCoordinates) {
+				t.Errorf("NewPolygonFence: err = %v, want ErrInvalidCoordinates", err)
+			}
+			if err := New().Apply(1, []Fence{{ID: "n", Geometry: tc.g}}, nil); !errors.Is(err, ErrInvalidCoordinates) {
+				t.Errorf("Apply: err = %v, want ErrInvalidCoordinates", err)
+			}
+		})
+	}
+	if _, err := NewCircleFence("c", "", nan, 13.4, 100, Settings{}); !errors.Is(err, ErrInvalidCoordinates) {
+		t.Errorf("NaN circle centre: err = %v", err)
+	}
+	if _, err := NewCircleFence("c", "", 52.5, 13.4, nan, Settings{}); !errors.Is(err, ErrInvalidRadius) {
+		t.Errorf("NaN radius: err = %v", err)
+	}
+	if _, err := NewCircleFence("c", "", 52.5, 13.4, 100, Settings{HysteresisM: nan}); !errors.Is(err, ErrInvalidProperty) {
+		t.Errorf("NaN hysteresis: err = %v", err)
+	}
 }

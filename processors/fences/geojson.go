@@ -199,27 +199,14 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 	return nil
 }
 
-// coord is a JSON number that must be present: encoding/json would
-// silently turn null into 0 for a plain float64.
-type coord float64
-
-func (c *coord) UnmarshalJSON(b []byte) error {
-	v, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("coordinate %s is not a finite number", b)
-	}
-	*c = coord(v)
-	return nil
-}
-
-func toPoint(pos []coord) (orb.Point, error) {
+func toPoint(pos []float64) (orb.Point, error) {
 	if len(pos) < 2 {
 		return orb.Point{}, fmt.Errorf("position %v has %d values, want [lon, lat] or [lon, lat, alt]", pos, len(pos))
 	}
-	return orb.Point{float64(pos[0]), float64(pos[1])}, nil
+	return orb.Point{pos[0], pos[1]}, nil
 }
 
-func toPolygon(rings [][][]coord) (orb.Polygon, error) {
+func toPolygon(rings [][][]float64) (orb.Polygon, error) {
 	p := make(orb.Polygon, len(rings))
 	for ri, r := range rings {
 		p[ri] = make(orb.Ring, len(r))
@@ -248,9 +235,14 @@ func parseGeometry(raw json.RawMessage) (orb.Geometry, error) {
 		return nil, errorf(ErrUnsupportedGeometry, "geometry is not an object: %v", err)
 	}
 	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrInvalidCoordinates, g.Type, err) }
+	// encoding/json silently decodes null as 0 into a float64; coordinates
+	// hold only numbers and brackets, so any "null" in them is a null.
+	if bytes.Contains(g.Coordinates, []byte("null")) {
+		return nil, bad(errors.New("coordinates contain null"))
+	}
 	switch g.Type {
 	case "Point":
-		var pos []coord
+		var pos []float64
 		if err := json.Unmarshal(g.Coordinates, &pos); err != nil {
 			return nil, bad(err)
 		}
@@ -260,7 +252,7 @@ func parseGeometry(raw json.RawMessage) (orb.Geometry, error) {
 		}
 		return pt, nil
 	case "Polygon":
-		var rings [][][]coord
+		var rings [][][]float64
 		if err := json.Unmarshal(g.Coordinates, &rings); err != nil {
 			return nil, bad(err)
 		}
@@ -273,7 +265,7 @@ func parseGeometry(raw json.RawMessage) (orb.Geometry, error) {
 		}
 		return p, nil
 	case "MultiPolygon":
-		var polys [][][][]coord
+		var polys [][][][]float64
 		if err := json.Unmarshal(g.Coordinates, &polys); err != nil {
 			return nil, bad(err)
 		}
