@@ -62,6 +62,9 @@ type Fence struct {
 	Settings Settings
 
 	geo *shape // nil until validated; see compiled
+	// Fences are not comparable (== on the geometry slices would panic at
+	// run time); compare IDs instead.
+	_ [0]func()
 }
 
 // NewPolygonFence validates a polygon or multipolygon fence.
@@ -139,7 +142,10 @@ func (f *Fence) IsCircle() bool {
 // fence boundary: positive inside, negative outside (holes are outside),
 // and exactly 0 on the boundary (within a micrometre), which counts as
 // inside (see Contains). Polygons use an equirectangular projection around
-// the point; circles the haversine distance to the centre. Longitudes are
+// the point; circles the haversine distance to the centre. A MultiPolygon
+// is the union of its polygons: edges two of them share (as when a fence is
+// split at the antimeridian) are not boundary; where polygons overlap, the
+// distance inside is a lower bound. Longitudes are
 // taken modulo 360, so fences crossing the antimeridian work. It returns
 // NaN for an invalid point (NaN, or latitude outside [-90, 90]) or an
 // invalid hand-built fence, so that every comparison with it is false and
