@@ -146,6 +146,7 @@ func Apply(occ *geofencepb.Occupancy, t *geofencepb.Trigger, cap int) (changed b
 	m.LastHlc = t.GetHlc()
 	m.LastTriggerId = t.GetTriggerId()
 	if inside == m.Inside {
+		fixDevices(occ, cap) // cheap when consistent; applies a changed cap
 		return false, Applied
 	}
 	m.Inside = inside
