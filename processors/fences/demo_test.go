@@ -28,6 +28,12 @@ func TestDemoIsValid(t *testing.T) {
 			}
 		} else {
 			polys++
+			// Polygons span 300 m–3.5 km (the airport more).
+			w := (b.East - b.West) * kx((b.North+b.South)/2)
+			h := (b.North - b.South) * metresPerDegree
+			if ext := max(w, h); f.ID != "airport-ber" && (ext < 300 || ext > 3500) {
+				t.Errorf("%s: %0.f × %0.f m, want 300 m..3.5 km", f.ID, w, h)
+			}
 			for _, p := range f.geo.polys {
 				if len(p.rings) > 1 {
 					withHoles++
