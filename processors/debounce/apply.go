@@ -217,6 +217,9 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 		}
 		next, t, fired := Timeout(prev, st.LastEventTimeMs, nowMs, cfg)
 		if !fired {
+			if next == nil { // a silent candidate ENTER is dropped without a trigger
+				delete(st.Fences, id)
+			}
 			continue
 		}
 		if next == nil {

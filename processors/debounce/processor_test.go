@@ -25,7 +25,12 @@ const (
 	outsideLat           = centerLat + 0.0135
 )
 
-func testCatalogue(t *testing.T) *fences.Catalogue {
+func testCatalogue(t *testing.T) *fences.Catalogue { return testCatalogueTB(t) }
+
+func testCatalogueTB(t interface {
+	Helper()
+	Fatal(...any)
+}) *fences.Catalogue {
 	t.Helper()
 	f, err := fences.NewCircleFence("zone-1", "Zone 1", centerLat, centerLon, 1000, fences.Settings{})
 	if err != nil {

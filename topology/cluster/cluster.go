@@ -131,6 +131,9 @@ func (c Config) Sarama() (*sarama.Config, error) {
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
+	// A member learns of a rebalance at its next heartbeat; sarama's 3 s default
+	// makes every partition takeover wait for it.
+	cfg.Consumer.Group.Heartbeat.Interval = time.Second
 	if c.ClientID != "" {
 		cfg.ClientID = c.ClientID
 	}

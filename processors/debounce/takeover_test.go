@@ -1,0 +1,216 @@
+package debounce_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/embedded"
+)
+
+// tb is what the takeover scenario needs of testing.T and testing.B.
+type tb interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+	TempDir() string
+	Cleanup(func())
+	Logf(string, ...any)
+}
+
+type instance struct {
+	proc   *group.Processor
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startInstance(t tb, cl cluster.Config, standby bool) *instance {
+	t.Helper()
+	d, err := debounce.New(topology.Geofence(), testCatalogueTB(t), debounce.WithDefaults(testSettings()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	proc, err := d.Group().Processor(ctx, cl, group.StateDir(t.TempDir()), group.HotStandby(standby))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	in := &instance{proc: proc, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- proc.Run(ctx) }()
+	t.Cleanup(in.stop)
+	return in
+}
+
+func (in *instance) stop() {
+	if in.cancel != nil {
+		in.cancel()
+		<-in.done
+		in.cancel = nil
+	}
+}
+
+// takeover preloads the device table with n states, runs two instances of the
+// debouncer group, stops the one that owns device "probe", and returns how long
+// the survivor took to apply a ping for it, plus the probe's state afterwards.
+func takeover(t tb, n int, standby bool) (time.Duration, *geofencepb.DeviceState) {
+	t.Helper()
+	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cl := cluster.Config{Brokers: b.Addrs()}
+	if _, err := group.CheckBroker(context.Background(), cl, topology.Geofence(), true); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := cl.Kgo()
+	prod, err := kgo.NewClient(append(base, kgo.ProducerLinger(5*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx := context.Background()
+	stateCodec := codecs.For[geofencepb.DeviceState]()
+	recs := make([]*kgo.Record, 0, n)
+	for i := 0; i < n; i++ {
+		dev := fmt.Sprintf("dev-%06d", i)
+		v, _ := stateCodec.Marshal(&geofencepb.DeviceState{DeviceId: dev, LastHlc: 1, Pings: 1, LastEventTimeMs: 1_800_000_000_000})
+		recs = append(recs, &kgo.Record{Topic: topology.TopicDebouncer, Key: []byte(dev), Value: v})
+	}
+	probe := "probe"
+	pv, _ := stateCodec.Marshal(&geofencepb.DeviceState{DeviceId: probe, LastHlc: 1, Pings: 1, LastEventTimeMs: 1_800_000_000_000})
+	recs = append(recs, &kgo.Record{Topic: topology.TopicDebouncer, Key: []byte(probe), Value: pv})
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startInstance(t, cl, standby)
+	waitReady(t, a.proc)
+	bInst := startInstance(t, cl, standby)
+	waitReady(t, bInst.proc)
+	// Wait for the group to settle with both members owning partitions.
+	probePart := topology.PartitionFor(probe, topology.DefaultPartitions)
+	deadline := time.Now().Add(60 * time.Second)
+	var owner, survivor *instance
+	for owner == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no instance took the probe's partition")
+		}
+		aHas, bHas := owns(a.proc, probePart), owns(bInst.proc, probePart)
+		switch {
+		case aHas && !bHas && ownsAny(bInst.proc):
+			owner, survivor = a, bInst
+		case bHas && !aHas && ownsAny(a.proc):
+			owner, survivor = bInst, a
+		default:
+			time.Sleep(20 * time.Millisecond) // polling the assignment, bounded by the deadline
+		}
+	}
+	if standby {
+		// A hot standby keeps the other member's partitions warm; let it catch up.
+		waitRecovered(t, survivor.proc)
+	}
+	owner.stop()
+	start := time.Now()
+	tail, err := kgo.NewClient(append(base, kgo.ConsumeTopics(topology.TopicDebouncer), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: probe, Lat: outsideLat, Lon: centerLon, DeviceTimeMs: 1_800_000_001_000, Hlc: 2})
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topology.TopicPings, Key: []byte(probe), Value: ping}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	for {
+		f := tail.PollFetches(pctx)
+		if pctx.Err() != nil {
+			t.Fatal("survivor never applied the probe ping")
+		}
+		for _, r := range f.Records() {
+			if string(r.Key) != probe {
+				continue
+			}
+			st, err := stateCodec.Unmarshal(r.Value)
+			if err == nil && st.Pings == 2 {
+				return time.Since(start), st
+			}
+		}
+	}
+}
+
+func owns(p *group.Processor, partition int32) bool {
+	st := p.Stats()
+	pp, ok := st.Group[partition]
+	return ok && pp != nil && pp.TableStats != nil && pp.TableStats.RunMode == 0 // active, not hot standby
+}
+
+func ownsAny(p *group.Processor) bool {
+	for _, pp := range p.Stats().Group {
+		if pp != nil && pp.TableStats != nil && pp.TableStats.RunMode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func waitReady(t tb, p *group.Processor) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := p.WaitForReadyContext(ctx); err != nil {
+		t.Fatalf("processor not ready: %v", err)
+	}
+}
+
+func waitRecovered(t tb, p *group.Processor) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !p.Recovered() {
+		if time.Now().After(deadline) {
+			t.Fatal("standby tables never recovered")
+		}
+		time.Sleep(20 * time.Millisecond) // polling Goka's recovery flag, bounded by the deadline
+	}
+}
+
+// TestTakeoverKeepsDeviceState stops the instance owning a device and checks the
+// survivor continues from the device's state (Pings goes 1 → 2, HLC audit intact),
+// with and without hot standby.
+func TestTakeoverKeepsDeviceState(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hot-standby=%v", standby), func(t *testing.T) {
+			took, st := takeover(t, 2_000, standby)
+			if st.LastHlc != 2 || st.StalePings != 0 {
+				t.Fatalf("probe state after takeover: %v", st)
+			}
+			t.Logf("takeover with %d devices, hot standby %v: %v", 2_000, standby, took)
+		})
+	}
+}
+
+// BenchmarkTakeover reports how long a survivor takes to apply a ping for a
+// device whose partition it just took over, with a 200,000-device table.
+func BenchmarkTakeover(b *testing.B) {
+	for _, standby := range []bool{false, true} {
+		b.Run(fmt.Sprintf("hot-standby=%v", standby), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				took, _ := takeover(b, 200_000, standby)
+				total += took
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s/takeover")
+		})
+	}
+}
