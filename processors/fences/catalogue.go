@@ -1,6 +1,7 @@
 package fences
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -110,20 +111,58 @@ func buildSnapshot(version uint64, byID map[string]Fence) *Snapshot {
 		s.fences = append(s.fences, f)
 	}
 	slices.SortFunc(s.fences, func(a, b Fence) int { return strings.Compare(a.ID, b.ID) })
+	type entry struct {
+		r    rect
+		data uint32
+		key  uint64
+	}
+	ents := make([]entry, 0, len(s.fences))
 	for i := range s.fences {
 		f := &s.fences[i]
 		s.index[f.ID] = int32(i)
 		s.maxHysteresis = math.Max(s.maxHysteresis, f.Settings.HysteresisM)
-		ents, n := f.geo.bounds.entries()
+		rs, n := f.geo.bounds.entries()
 		data := uint32(i)
 		if n > 1 {
 			data |= splitEntry
 		}
-		for _, e := range ents[:n] {
-			s.tree.Insert(e.min, e.max, data)
+		for _, r := range rs[:n] {
+			ents = append(ents, entry{r: r, data: data, key: hilbertKey((r.min[0]+r.max[0])/2, (r.min[1]+r.max[1])/2)})
 		}
 	}
+	// Inserting in Hilbert order packs nearby fences into the same leaves:
+	// tighter nodes, fewer rectangles tested per search.
+	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
+	for _, e := range ents {
+		s.tree.Insert(e.r.min, e.r.max, e.data)
+	}
 	return s
+}
+
+// hilbertKey maps lon/lat to a position on a Hilbert curve over the world
+// (16 bits per axis).
+func hilbertKey(lon, lat float64) uint64 {
+	const n = 1 << 16
+	x := uint32(math.Min((lon+180)/360*n, n-1))
+	y := uint32(math.Min((lat+90)/180*n, n-1))
+	var d uint64
+	for s := uint32(n / 2); s > 0; s /= 2 {
+		var rx, ry uint32
+		if x&s != 0 {
+			rx = 1
+		}
+		if y&s != 0 {
+			ry = 1
+		}
+		d += uint64(s) * uint64(s) * uint64((3*rx)^ry)
+		if ry == 0 {
+			if rx == 1 {
+				x, y = n-1-x, n-1-y
+			}
+			x, y = y, x
+		}
+	}
+	return d
 }
 
 // Version is the catalogue version this snapshot was applied with.
