@@ -1,0 +1,54 @@
+// Package fenceview is fencestream's query service: an HTTP JSON API, a live
+// web page and Prometheus metrics over Goka views of the debouncer and
+// occupancy tables, the fence catalogue, and a live feed of triggers.
+//
+// # Use
+//
+// [Run] is the whole service in one call, on an already-open listener; the
+// cmd/fenceview binary and the all-in-one runner both call it:
+//
+//	l, _ := net.Listen("tcp", "127.0.0.1:8080")
+//	err := fenceview.Run(ctx, fenceview.Options{Cluster: cl, Listener: l})
+//
+// For tests and other embeddings, [NewServer] builds the handler alone over
+// [Sources]: small interfaces ([DeviceSource], [OccupancySource],
+// [FenceSource], [Readiness]) that fakes implement, and a [Feed].
+// [ViewSources] adapts the Goka views; [TriggerConsumer] fills the Feed
+// from the fence-triggers topic.
+//
+// # Routes
+//
+//	GET /v1/fences             every fence with its occupancy; ?sort=id|count ?order=asc|desc ?limit= ?offset= ?geometry=true
+//	GET /v1/fences/{id}        occupancy, devices inside (capped), totals, last change, lag, GeoJSON geometry
+//	GET /v1/devices/{id}       debounce state per fence, last ping time and HLC, counters
+//	GET /v1/triggers/stream    Server-Sent Events of triggers; ?fence= ?device=
+//	GET /v1/partition?key=K&partitions=N   the pinned partitioner's answer (N default 24, 1..10000)
+//	GET /v1/topology           Describe text, Mermaid, topics, processors and boundaries
+//	GET /healthz, GET /readyz, GET /metrics, GET / (the web page)
+//
+// # Invariants
+//
+//   - Never stale, never empty by accident: while [Readiness] says not
+//     ready (a view recovering, the catalogue loading, the feed not yet
+//     positioned), every data read answers 503 with the reason, never a 200
+//     with partial data. /readyz answers the same way.
+//   - Errors are JSON {"error": "...", "status": N} with that HTTP status:
+//     400 for a malformed id or parameter, 404 for an unknown fence, device
+//     or route, 503 while not ready, 500 for a failing source. A 200 never
+//     carries an error.
+//   - Ids are validated with the producers' key rules
+//     ([topology.ValidateKey]: non-empty, valid UTF-8, at most 255 bytes)
+//     before any lookup.
+//   - Every key lookup uses the pinned murmur2 partitioner: the views are
+//     built by group.NewView, and partition numbers in responses come from
+//     [topology.PartitionFor], so a key written by any Java-compatible
+//     producer is found.
+//   - The live feed never blocks the consumer: each subscriber has a
+//     bounded buffer, and a slow one loses triggers (counted, and told with
+//     a "dropped" event) instead of slowing the others.
+//   - Replicas are independent: no consumer group, no committed offsets;
+//     each replica holds whole copies of both tables and answers every key,
+//     and its trigger feed starts at the end of the topic.
+//   - The web page is served from the binary (embed) and loads nothing
+//     from the network: no tiles, no CDN.
+package fenceview

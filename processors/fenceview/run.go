@@ -1,0 +1,165 @@
+package fenceview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// Options configure Run.
+type Options struct {
+	// Cluster is how to reach Kafka (required).
+	Cluster cluster.Config
+	// Listener is an open listener the HTTP server takes over (required);
+	// Run closes it when it returns.
+	Listener net.Listener
+	// Partitions is the partition count of the keyed topics (default
+	// topology.DefaultPartitions, 24). The broker must agree.
+	Partitions int32
+	// Catalogue, when set, is a fence catalogue the caller keeps up to date
+	// (the all-in-one runner shares the debouncer's); CatalogueReady is then
+	// closed once it has loaded (nil: already loaded). When nil, Run follows
+	// topology.TopicFences into a catalogue of its own.
+	Catalogue      *fences.Catalogue
+	CatalogueReady <-chan struct{}
+	// NoCreateTopics makes start-up only check the broker's topics against
+	// the topology instead of creating missing ones (default: create
+	// missing, refuse mismatches).
+	NoCreateTopics bool
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+	// ServerOpts are passed to NewServer (WithTopology is set by Run).
+	ServerOpts []Opt
+	// ShutdownTimeout bounds the graceful HTTP shutdown (default 5s).
+	ShutdownTimeout time.Duration
+}
+
+func (o *Options) validate() error {
+	if o.Listener == nil {
+		return errors.New("fenceview: no listener")
+	}
+	if err := o.Cluster.Validate(); err != nil {
+		return fmt.Errorf("fenceview: cluster: %w", err)
+	}
+	if o.Partitions < 0 {
+		return fmt.Errorf("fenceview: partitions %d must be positive", o.Partitions)
+	}
+	if o.Catalogue == nil && o.CatalogueReady != nil {
+		return errors.New("fenceview: CatalogueReady without Catalogue")
+	}
+	return nil
+}
+
+// Run is the whole fenceview service in-process: it checks (or creates) the
+// topology's topics on the broker, then runs the views of the debouncer and
+// occupancy tables, the fence catalogue follower (unless Options.Catalogue is
+// given), the live trigger consumer, and the HTTP server on
+// Options.Listener, until ctx ends (then it shuts the server down gracefully
+// and returns nil) or one of them fails (then it returns that error). Open
+// trigger streams end when ctx ends. Reads answer 503 until every view has
+// recovered, the catalogue has loaded and the trigger feed is positioned.
+func Run(ctx context.Context, o Options) error {
+	if err := o.validate(); err != nil {
+		if o.Listener != nil {
+			_ = o.Listener.Close()
+		}
+		return err
+	}
+	defer o.Listener.Close()
+	if o.Partitions == 0 {
+		o.Partitions = topology.DefaultPartitions
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Cluster.ClientID == "" {
+		o.Cluster.ClientID = "fenceview"
+	}
+	log := o.Log
+	topo := topology.Geofence(topology.WithPartitions(o.Partitions))
+	if _, err := group.CheckBroker(ctx, o.Cluster, topo, !o.NoCreateTopics); err != nil {
+		return fmt.Errorf("fenceview: %w", err)
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	cat, catReady := o.Catalogue, o.CatalogueReady
+	if cat == nil {
+		cat = fences.New()
+		follower := fences.NewFollower(o.Cluster, topology.TopicFences, cat, log)
+		catReady = follower.Ready()
+		g.Go(func() error { return follower.Run(ctx) })
+	}
+	views, err := NewViewSources(o.Cluster, catReady)
+	if err != nil {
+		return fmt.Errorf("fenceview: %w", err)
+	}
+	feed := NewFeed(0)
+	consumer := NewTriggerConsumer(o.Cluster, feed, log)
+	srv, err := NewServer(Sources{
+		Devices:   views,
+		Occupancy: views,
+		Fences:    cat,
+		Ready:     AllReady(views, ChanReady(consumer.Ready(), "live trigger feed is connecting")),
+		Feed:      feed,
+	}, append(append([]Opt{WithLogger(log)}, o.ServerOpts...), WithTopology(topo))...)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return views.Run(ctx) })
+	g.Go(func() error { return consumer.Run(ctx) })
+	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout) })
+	g.Go(func() error {
+		if err := views.Devices.WaitRecovered(ctx); err != nil {
+			return nil
+		}
+		if err := views.Occupancy.WaitRecovered(ctx); err != nil {
+			return nil
+		}
+		log.Info("fenceview views recovered")
+		return nil
+	})
+	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions)
+	return g.Wait()
+}
+
+// Serve serves h on l until ctx ends, then shuts down gracefully within
+// timeout. Request contexts derive from ctx, so long-lived responses (trigger
+// streams) end when ctx does instead of holding the shutdown up.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, timeout time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("fenceview: serving: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		<-errc
+		return nil
+	}
+}

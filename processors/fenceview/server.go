@@ -1,0 +1,237 @@
+package fenceview
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencestream/fencestream/topology"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Defaults of the Server options.
+const (
+	DefaultHeartbeat     = 15 * time.Second
+	DefaultDeviceListCap = 100
+	DefaultPageLimit     = 1000
+	MaxPageLimit         = 10000
+	MaxPartitions        = 10000
+)
+
+// Sources are what a Server reads. Every field is required.
+type Sources struct {
+	Devices   DeviceSource
+	Occupancy OccupancySource
+	Fences    FenceSource
+	Ready     Readiness
+	Feed      *Feed
+}
+
+// Opt configures NewServer.
+type Opt func(*config)
+
+type config struct {
+	topo      *topology.Topology
+	log       *slog.Logger
+	now       func() time.Time
+	heartbeat time.Duration
+	deviceCap int
+}
+
+// WithTopology sets the topology /v1/topology describes and whose partition
+// counts /v1/partition and the partition fields use (default topology.Geofence()).
+func WithTopology(t *topology.Topology) Opt { return func(c *config) { c.topo = t } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
+
+// WithClock sets the clock of relative times in responses (default time.Now).
+func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
+
+// WithHeartbeat sets how often an idle trigger stream sends a comment line so
+// proxies and clients keep it open (default DefaultHeartbeat, 15s).
+func WithHeartbeat(d time.Duration) Opt { return func(c *config) { c.heartbeat = d } }
+
+// WithDeviceListCap caps the devices listed by /v1/fences/{id} (default
+// DefaultDeviceListCap, 100); the count stays exact.
+func WithDeviceListCap(n int) Opt { return func(c *config) { c.deviceCap = n } }
+
+func (c *config) validate(src Sources) error {
+	var missing []string
+	if src.Devices == nil {
+		missing = append(missing, "Devices")
+	}
+	if src.Occupancy == nil {
+		missing = append(missing, "Occupancy")
+	}
+	if src.Fences == nil {
+		missing = append(missing, "Fences")
+	}
+	if src.Ready == nil {
+		missing = append(missing, "Ready")
+	}
+	if src.Feed == nil {
+		missing = append(missing, "Feed")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("fenceview: sources missing: %v", missing)
+	}
+	if c.topo == nil {
+		return errors.New("fenceview: nil topology")
+	}
+	if err := c.topo.Validate(); err != nil {
+		return fmt.Errorf("fenceview: %w", err)
+	}
+	for _, name := range []string{topology.TopicPings, topology.TopicOccupancy} {
+		if _, ok := c.topo.Topic(name); !ok {
+			return fmt.Errorf("fenceview: topology %s does not declare %s", c.topo.Name, name)
+		}
+	}
+	if c.heartbeat <= 0 {
+		return fmt.Errorf("fenceview: heartbeat %v must be positive", c.heartbeat)
+	}
+	if c.deviceCap <= 0 {
+		return fmt.Errorf("fenceview: device list cap %d must be positive", c.deviceCap)
+	}
+	return nil
+}
+
+// Server is fenceview's HTTP handler: the JSON API, the trigger stream, the
+// web page, health and metrics. Build it with NewServer.
+type Server struct {
+	src Sources
+	cfg config
+	mux *http.ServeMux
+}
+
+// NewServer builds the handler over src.
+func NewServer(src Sources, opts ...Opt) (*Server, error) {
+	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.topo == nil {
+		cfg.topo = topology.Geofence()
+	}
+	if err := cfg.validate(src); err != nil {
+		return nil, err
+	}
+	s := &Server{src: src, cfg: cfg, mux: http.NewServeMux()}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /v1/fences", s.ready(s.handleFences))
+	m.HandleFunc("GET /v1/fences/{id}", s.ready(s.handleFence))
+	m.HandleFunc("GET /v1/fences/{$}", s.emptyID)
+	m.HandleFunc("GET /v1/devices/{id}", s.ready(s.handleDevice))
+	m.HandleFunc("GET /v1/devices/{$}", s.emptyID)
+	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)
+	m.HandleFunc("GET /v1/partition", s.handlePartition)
+	m.HandleFunc("GET /v1/topology", s.handleTopology)
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+	}
+	m.HandleFunc("/v1/", notFound)
+	m.HandleFunc("/", notFound)
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.handleReady)
+	m.Handle("GET /metrics", promhttp.Handler())
+	web, _ := fs.Sub(webFS, "web") // cannot fail: the directory is embedded
+	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeFileFS(w, r, web, "index.html")
+	})
+	static := http.StripPrefix("/static/", http.FileServerFS(web))
+	m.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		static.ServeHTTP(w, r)
+	}))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(w, r)
+}
+
+// ready answers 503 with the reason while the sources are not ready, so no
+// read returns stale or empty data.
+func (s *Server) ready(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := s.src.Ready.Ready(); !ok {
+			writeNotReady(w, why)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if ok, why := s.src.Ready.Ready(); !ok {
+		writeNotReady(w, why)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+}
+
+func (s *Server) emptyID(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusBadRequest, "id refused: "+topology.ErrEmptyKey.Error())
+}
+
+// sourceError answers an error of a source: 503 when it has no complete copy
+// yet, 500 otherwise.
+func (s *Server) sourceError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ErrNotReady) {
+		writeNotReady(w, err.Error())
+		return
+	}
+	s.cfg.log.Error("reading source failed", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, err.Error())
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Status int    `json:"status"`
+	// Reason is set on 503: what the service is waiting for.
+	Reason string `json:"reason,omitempty"`
+}
+
+func writeNotReady(w http.ResponseWriter, reason string) {
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "not ready: " + reason, Status: http.StatusServiceUnavailable, Reason: reason})
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Status: status})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // JSON for programs; the page inserts text with textContent
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		_ = enc.Encode(ErrorBody{Error: "encoding response: " + err.Error(), Status: status})
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
