@@ -50,7 +50,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	proc, err := g.Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	proc, err := Processor(ctx, g, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
 	if err != nil {
 		return fmt.Errorf("occupancy: %w", err)
 	}
