@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
@@ -105,26 +106,16 @@ const accuracyMarginM = 1
 // fence the device has live state for. st is modified in place (it must be
 // non-nil, with DeviceId set); the caller has already audited the HLC.
 func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot, defaults Settings) Outcome {
-	var out Outcome
+	a := applierPool.Get().(*applier)
+	a.st, a.p, a.snap, a.defaults = st, p, snap, defaults
+	a.sample = Sample{TimeMs: p.GetDeviceTimeMs(), AccuracyM: p.GetAccuracyM()}
 	margin := math.Max(snap.MaxHysteresisM(), defaults.Hysteresis) + p.GetAccuracyM() + accuracyMarginM
-	sample := Sample{TimeMs: p.GetDeviceTimeMs(), AccuracyM: p.GetAccuracyM()}
-	var visited []string // fences with live state seen via Near; usually 0–2
-	step := func(f *fences.Fence) bool {
-		prev := st.Fences[f.ID]
-		if prev != nil {
-			visited = append(visited, f.ID)
-		}
-		sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
-		cfg := Resolved(defaults, f)
-		next, fired := Step(prev, sample, cfg)
-		record(st, &out, f.ID, prev, next, fired, p, snap.Version())
-		return true
-	}
-	snap.Near(p.GetLat(), p.GetLon(), margin, step)
+	snap.Near(p.GetLat(), p.GetLon(), margin, a.visit)
+	out := a.out
 	// Fences with live state that Near did not reach: the device is far outside
 	// them (or they were deleted).
 	for id, prev := range st.Fences {
-		if contains(visited, id) {
+		if contains(a.visited, id) {
 			continue
 		}
 		f, ok := snap.Get(id)
@@ -136,10 +127,12 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 			}
 			continue
 		}
-		sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
-		next, fired := Step(prev, sample, Resolved(defaults, &f))
+		a.sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
+		next, fired := Step(prev, a.sample, Resolved(defaults, &f))
 		record(st, &out, id, prev, next, fired, p, snap.Version())
 	}
+	*a = applier{visit: a.visit, visited: a.visited[:0]}
+	applierPool.Put(a)
 	st.LastHlc = p.GetHlc()
 	st.LastEventTimeMs = max(st.LastEventTimeMs, p.GetDeviceTimeMs())
 	st.LastLat, st.LastLon = p.GetLat(), p.GetLon()
@@ -147,6 +140,36 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 	st.CatalogueVersion = snap.Version()
 	st.Triggers += uint64(len(out.Triggers))
 	return out
+}
+
+// applier carries one Apply call through the catalogue's Near callback. Pooled,
+// with its method value bound once, so the hot path allocates no closure.
+type applier struct {
+	st       *geofencepb.DeviceState
+	p        *geofencepb.Ping
+	snap     *fences.Snapshot
+	defaults Settings
+	sample   Sample
+	out      Outcome
+	visited  []string // fences with live state seen via Near; usually 0–2
+	visit    func(*fences.Fence) bool
+}
+
+var applierPool = sync.Pool{New: func() any {
+	a := &applier{}
+	a.visit = a.step
+	return a
+}}
+
+func (a *applier) step(f *fences.Fence) bool {
+	prev := a.st.Fences[f.ID]
+	if prev != nil {
+		a.visited = append(a.visited, f.ID)
+	}
+	a.sample.Distance = f.SignedDistance(a.p.GetLat(), a.p.GetLon())
+	next, fired := Step(prev, a.sample, Resolved(a.defaults, f))
+	record(a.st, &a.out, f.ID, prev, next, fired, a.p, a.snap.Version())
+	return true
 }
 
 func record(st *geofencepb.DeviceState, out *Outcome, id string, prev, next *geofencepb.FenceState, fired []Transition, p *geofencepb.Ping, version uint64) {

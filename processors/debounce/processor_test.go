@@ -170,7 +170,7 @@ func TestProcessorEmitsDebouncedEnterAndExit(t *testing.T) {
 func TestProcessorDropsStalePingsByHLC(t *testing.T) {
 	h := newHarness(t)
 	h.pingHLC("veh-2", outsideLat, 0, 100)
-	h.pingHLC("veh-2", insideLat, 1000, 90) // decrease
+	h.pingHLC("veh-2", insideLat, 1000, 90)  // decrease
 	h.pingHLC("veh-2", insideLat, 1000, 100) // duplicate
 	st := h.state("veh-2")
 	if st.Pings != 1 || st.StalePings != 2 || st.LastHlc != 100 {
