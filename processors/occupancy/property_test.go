@@ -65,7 +65,7 @@ func TestApplyProperty(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 42))
-	scenarios, orders := 150, 8
+	scenarios, orders := 100, 6
 	if testing.Short() {
 		scenarios = 30
 	}
