@@ -57,8 +57,8 @@ type Config struct {
 	// NoiseSigmaM is the GPS noise σ in metres, applied independently to
 	// each horizontal axis. Default 5.
 	NoiseSigmaM float64
-	// Interval is the ping interval of every device. Default 1s; at least
-	// 1ms.
+	// Interval is the ping interval of every device, truncated to whole
+	// milliseconds. Default 1s; at least 1ms.
 	Interval time.Duration
 	// Duration is the simulated time span: pings at Start, Start+Interval,
 	// ... before Start+Duration. 0 means forever: routes are closed laps of

@@ -229,8 +229,11 @@ func (s *Sim) placeParked(k int) (parkedDevice, error) {
 	rng := s.rng(streamParked, k)
 	inside := k%2 == 0
 	offset := s.cfg.ParkedOffsetM
-	if far := s.cfg.FarParked; far > 0 && k%(s.cfg.Parked/far) == s.cfg.Parked/far-1 && k/(s.cfg.Parked/far) < far {
-		offset = s.cfg.ParkedFarM
+	if far := s.cfg.FarParked; far > 0 { // every k-th device, far of them
+		every := s.cfg.Parked / far
+		if (k+1)%every == 0 && (k+1)/every <= far {
+			offset = s.cfg.ParkedFarM
+		}
 	}
 	target := -offset
 	if inside {
