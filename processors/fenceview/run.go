@@ -122,15 +122,20 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return views.Run(ctx) })
 	g.Go(func() error { return consumer.Run(ctx) })
 	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout) })
-	g.Go(func() error {
-		if err := views.Devices.WaitRecovered(ctx); err != nil {
-			return nil
+	g.Go(func() error { // log readiness once; views are read only through ViewSources
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				if ok, _ := srv.src.Ready.Ready(); ok {
+					log.Info("fenceview ready: views recovered, catalogue loaded, trigger feed live")
+					return nil
+				}
+			}
 		}
-		if err := views.Occupancy.WaitRecovered(ctx); err != nil {
-			return nil
-		}
-		log.Info("fenceview views recovered")
-		return nil
 	})
 	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions)
 	return g.Wait()

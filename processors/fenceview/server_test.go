@@ -63,7 +63,12 @@ func newFixture(t *testing.T, opts ...fenceview.Opt) *fixture {
 // checks the Content-Type of JSON answers and that errors carry their status.
 func (f *fixture) get(t *testing.T, path string, out any) int {
 	t.Helper()
-	resp, err := http.Get(f.srv.URL + path)
+	return f.getBase(t, f.srv.URL, path, out)
+}
+
+func (f *fixture) getBase(t *testing.T, base, path string, out any) int {
+	t.Helper()
+	resp, err := http.Get(base + path)
 	if err != nil {
 		t.Fatal(err)
 	}

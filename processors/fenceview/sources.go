@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+
+	"github.com/lovoo/goka"
 
 	"golang.org/x/sync/errgroup"
 
@@ -101,13 +104,25 @@ type (
 // DeviceSource, OccupancySource, LagSource and Readiness. The views hash
 // keys with the pinned murmur2 partitioner (group.NewView), so Get finds keys
 // written by any Java-compatible producer.
+//
+// Goka closes a view's partitions without synchronisation when its Run
+// returns, so every read goes through ViewSources: once Run's context ends,
+// reads answer ErrNotReady before the views are closed, never racing the
+// close. Read the views through the exported fields only before Run or while
+// it runs with a context that outlives the read.
 type ViewSources struct {
 	Devices   *DeviceView
 	Occupancy *OccupancyView
 	// FencesReady is closed when the fence catalogue has loaded (e.g.
 	// fences.Follower.Ready()); nil means the catalogue needs no loading.
 	FencesReady <-chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
 }
+
+// ErrStopped is wrapped by reads after Run's context has ended.
+var ErrStopped = fmt.Errorf("%w: views are shutting down", ErrNotReady)
 
 // NewViewSources builds views of topology.TopicDebouncer and
 // topology.TopicOccupancy. fencesReady is as ViewSources.FencesReady; opts
@@ -124,60 +139,103 @@ func NewViewSources(cl cluster.Config, fencesReady <-chan struct{}, opts ...grou
 	return &ViewSources{Devices: dv, Occupancy: ov, FencesReady: fencesReady}, nil
 }
 
-// Run keeps both views up to date until ctx ends, and reports their
-// recovery and lag as Prometheus metrics meanwhile.
+// Run keeps both views up to date until ctx ends or a view fails, and
+// reports their recovery and lag as Prometheus metrics meanwhile. When ctx
+// ends it first stops reads (they answer ErrStopped), then closes the views.
 func (v *ViewSources) Run(ctx context.Context) error {
-	defer registerViewStats(v.Devices.Topic(), v.Devices)()
-	defer registerViewStats(v.Occupancy.Topic(), v.Occupancy)()
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return v.Devices.Run(ctx) })
-	g.Go(func() error { return v.Occupancy.Run(ctx) })
+	defer registerViewStats(v.Devices.Topic(), guardedStats{v, v.Devices})()
+	defer registerViewStats(v.Occupancy.Topic(), guardedStats{v, v.Occupancy})()
+	inner, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g, gctx := errgroup.WithContext(inner)
+	g.Go(func() error { return v.Devices.Run(gctx) })
+	g.Go(func() error { return v.Occupancy.Run(gctx) })
+	select {
+	case <-ctx.Done():
+	case <-gctx.Done(): // a view failed
+	}
+	v.mu.Lock()
+	v.closed = true
+	v.mu.Unlock()
+	cancel()
 	return g.Wait()
 }
 
+// guard runs fn unless the views are closing.
+func (v *ViewSources) guard(fn func() error) error {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closed {
+		return ErrStopped
+	}
+	return fn()
+}
+
 // Ready is true once both views have recovered and the catalogue has loaded.
-func (v *ViewSources) Ready() (bool, string) {
-	return AllReady(
-		ReadyFunc(func() (bool, string) {
-			return v.Devices.Recovered(), "view of " + v.Devices.Topic() + " is recovering"
-		}),
-		ReadyFunc(func() (bool, string) {
-			return v.Occupancy.Recovered(), "view of " + v.Occupancy.Topic() + " is recovering"
-		}),
-		ChanReady(v.FencesReady, "fence catalogue is loading"),
-	).Ready()
+func (v *ViewSources) Ready() (ok bool, why string) {
+	if err := v.guard(func() error {
+		ok, why = AllReady(
+			ReadyFunc(func() (bool, string) {
+				return v.Devices.Recovered(), "view of " + v.Devices.Topic() + " is recovering"
+			}),
+			ReadyFunc(func() (bool, string) {
+				return v.Occupancy.Recovered(), "view of " + v.Occupancy.Topic() + " is recovering"
+			}),
+			ChanReady(v.FencesReady, "fence catalogue is loading"),
+		).Ready()
+		return nil
+	}); err != nil {
+		return false, "views are shutting down"
+	}
+	return ok, why
 }
 
 // Device implements DeviceSource.
-func (v *ViewSources) Device(id string) (*geofencepb.DeviceState, error) {
-	return wrapNotReady(v.Devices.Get(id))
+func (v *ViewSources) Device(id string) (st *geofencepb.DeviceState, err error) {
+	gerr := v.guard(func() error {
+		st, err = wrapNotReady(v.Devices.Get(id))
+		return nil
+	})
+	if gerr != nil {
+		return nil, gerr
+	}
+	return st, err
 }
 
 // Fence implements OccupancySource.
-func (v *ViewSources) Fence(id string) (*geofencepb.Occupancy, error) {
-	return wrapNotReady(v.Occupancy.Get(id))
+func (v *ViewSources) Fence(id string) (o *geofencepb.Occupancy, err error) {
+	gerr := v.guard(func() error {
+		o, err = wrapNotReady(v.Occupancy.Get(id))
+		return nil
+	})
+	if gerr != nil {
+		return nil, gerr
+	}
+	return o, err
 }
 
 // Each implements OccupancySource.
 func (v *ViewSources) Each(fn func(*geofencepb.Occupancy) bool) error {
-	err := v.Occupancy.Each(func(key string, o *geofencepb.Occupancy) bool {
-		if o.GetFenceId() == "" {
-			o.FenceId = key
-		}
-		return fn(o)
+	return v.guard(func() error {
+		err := v.Occupancy.Each(func(key string, o *geofencepb.Occupancy) bool {
+			if o.GetFenceId() == "" {
+				o.FenceId = key
+			}
+			return fn(o)
+		})
+		_, err = wrapNotReady[geofencepb.Occupancy](nil, err)
+		return err
 	})
-	_, err = wrapNotReady[geofencepb.Occupancy](nil, err)
-	return err
 }
 
 // Lag implements LagSource for the two tables.
-func (v *ViewSources) Lag(table string, partition int32) (int64, bool) {
+func (v *ViewSources) Lag(table string, partition int32) (lag int64, ok bool) {
 	var st viewStatser
 	switch table {
 	case v.Devices.Topic():
-		st = v.Devices
+		st = guardedStats{v, v.Devices}
 	case v.Occupancy.Topic():
-		st = v.Occupancy
+		st = guardedStats{v, v.Occupancy}
 	default:
 		return 0, false
 	}
@@ -192,6 +250,22 @@ func (v *ViewSources) Lag(table string, partition int32) (int64, bool) {
 		return 0, false
 	}
 	return partitionLag(ts)
+}
+
+// guardedStats reads a view's statistics only while it is not closing.
+type guardedStats struct {
+	v    *ViewSources
+	view viewStatser
+}
+
+func (g guardedStats) Recovered() (ok bool) {
+	_ = g.v.guard(func() error { ok = g.view.Recovered(); return nil })
+	return ok
+}
+
+func (g guardedStats) Stats(ctx context.Context) (st *goka.ViewStats) {
+	_ = g.v.guard(func() error { st = g.view.Stats(ctx); return nil })
+	return st
 }
 
 func wrapNotReady[M any](m *M, err error) (*M, error) {
