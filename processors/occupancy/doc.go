@@ -5,8 +5,9 @@
 // Goka group: input fence-triggers keyed by device_id, a loopback into
 // occupancy-loop keyed by fence_id (the declared ordering boundary of the
 // topology), and the group table occupancy-table keyed by fence_id holding
-// one [geofencepb.Occupancy] per fence; lag.go measures how far the table is
-// behind the trigger stream.
+// one [geofencepb.Occupancy] per fence; build.go and run.go build and run it
+// against a broker; lag.go measures how far the table is behind the trigger
+// stream.
 //
 // Across the boundary only per-(device, fence) order survives, and even that
 // not across a rebalance of the debouncer; delivery is at least once. The
