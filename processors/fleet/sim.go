@@ -548,3 +548,28 @@ func (s *Sim) Stream(ctx context.Context, fn func(*geofencepb.Ping) bool) error 
 	}
 	return ctx.Err()
 }
+
+// TruePosition is where device truly was (no noise) at event time tMs, for
+// scoring: e.g. when a device cleared a fence's hysteresis band. ok is false
+// for an unknown device or a time before Start.
+func (s *Sim) TruePosition(device string, tMs int64) (lat, lon float64, ok bool) {
+	t := tMs - s.cfg.Start.UnixMilli()
+	if t < 0 {
+		return 0, 0, false
+	}
+	for i := 0; i < s.cfg.Moving+s.cfg.Parked; i++ {
+		if s.deviceID(i) != device {
+			continue
+		}
+		if i >= s.cfg.Moving {
+			p := s.parked[i-s.cfg.Moving]
+			return p.lat, p.lon, true
+		}
+		r := &s.routes[i]
+		cursor := 0
+		x, y, _, _ := r.at(float64(t%s.spanMs), &cursor)
+		lat, lon = r.p.latLon(x, y)
+		return lat, lon, true
+	}
+	return 0, 0, false
+}
