@@ -56,7 +56,7 @@
     const g = f.geometry || {};
     if (g.type === "Point") {
       const [cx, cy] = p.xy(g.coordinates[0], g.coordinates[1]);
-      return { node: el("svg:circle", { class: "shape", cx: cx.toFixed(1), cy: cy.toFixed(1), r: Math.max(p.metres(f.radius_m), 2).toFixed(1) }), cx, cy };
+      return { node: el("svg:circle", { class: "shape", cx: cx.toFixed(1), cy: cy.toFixed(1), r: Math.max(p.metres(f.radius_m), 4).toFixed(1) }), cx, cy };
     }
     const polys = g.type === "MultiPolygon" ? g.coordinates : g.type === "Polygon" ? [g.coordinates] : [];
     const d = polys.map((poly) => poly.map((ring) => ringPath(ring, p)).join("")).join("");
