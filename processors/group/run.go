@@ -153,12 +153,11 @@ func (p *Processor) Run(ctx context.Context) error {
 // SaramaOptions are the Goka processor options that make every client of the
 // processor use sc (oldest offset, TLS, SASL), never Goka's global config.
 func SaramaOptions(sc *sarama.Config) []goka.ProcessorOption {
-	tmc := TopicManagerConfig()
 	return []goka.ProcessorOption{
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
-		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, tmc)),
+		goka.WithTopicManagerBuilder(TopicManagerBuilder(sc)),
 	}
 }
 
@@ -168,9 +167,43 @@ func TopicManagerConfig() *goka.TopicManagerConfig {
 	tmc := goka.NewTopicManagerConfig()
 	tmc.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
 	tmc.NoCreate = true
-	tmc.Table.Replication = 1
-	tmc.Stream.Replication = 1
 	return tmc
+}
+
+// TopicManagerBuilder builds Goka's topic manager with sc, reduced to what the
+// topology does not already own: topics must exist (never created by Goka) and
+// have the partition count Goka expects. Cleanup policy and partition counts
+// were checked against the declarations by CheckBroker; Goka's own checks of
+// retention (1 h) and replication factor (2) would refuse any cluster whose
+// defaults differ, e.g. a loop topic created with the broker's retention.
+func TopicManagerBuilder(sc *sarama.Config) goka.TopicManagerBuilder {
+	inner := goka.TopicManagerBuilderWithConfig(sc, TopicManagerConfig())
+	return func(brokers []string) (goka.TopicManager, error) {
+		tm, err := inner(brokers)
+		if err != nil {
+			return nil, err
+		}
+		return partitionsOnly{tm}, nil
+	}
+}
+
+type partitionsOnly struct{ goka.TopicManager }
+
+func (m partitionsOnly) check(topic string, npar int) error {
+	parts, err := m.Partitions(topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w (run topology Ensure / fencectl topology check --create)", topic, err)
+	}
+	if len(parts) != npar {
+		return fmt.Errorf("topic %s has %d partitions but the group's other topics have %d: keys would live on different partition numbers", topic, len(parts), npar)
+	}
+	return nil
+}
+
+func (m partitionsOnly) EnsureStreamExists(topic string, npar int) error { return m.check(topic, npar) }
+func (m partitionsOnly) EnsureTableExists(topic string, npar int) error  { return m.check(topic, npar) }
+func (m partitionsOnly) EnsureTopicExists(topic string, npar, _ int, _ map[string]string) error {
+	return m.check(topic, npar)
 }
 
 // CheckBroker compares the broker with the topology (creating missing topics when

@@ -54,7 +54,7 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 		}
 		vopts = append(vopts,
 			goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
-			goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(sc, TopicManagerConfig())),
+			goka.WithViewTopicManagerBuilder(TopicManagerBuilder(sc)),
 			goka.WithViewAutoReconnect(),
 		)
 		if cfg.stateDir != "" {
