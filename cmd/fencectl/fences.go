@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/paulmach/orb"
+	"github.com/paulmach/orb/geo"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/topology"
+)
+
+func runFences(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return usageError(stderr, "fencectl fences", "missing subcommand: load, delete or list")
+	}
+	switch args[0] {
+	case "load":
+		return runFencesLoad(ctx, args[1:], stdout, stderr)
+	case "delete":
+		return runFencesDelete(ctx, args[1:], stdout, stderr)
+	case "list":
+		return runFencesList(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, "Usage: fencectl fences load|delete|list [flags]")
+		return exitOK
+	}
+	return usageError(stderr, "fencectl fences", "unknown subcommand %q (want load, delete or list)", args[0])
+}
+
+func runFencesLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("fences load", "fences load FILE|--demo --brokers B [--dry-run]",
+		`Validates a GeoJSON FeatureCollection of fences (Polygon, MultiPolygon, or Point with
+properties.radius_m; properties.id is the fence id) and publishes every fence to the
+fences topic keyed by its id. All or nothing: if any feature is invalid, the file is
+rejected with every problem listed and nothing is published. A fence with an id that
+is already in the topic replaces it.`)
+	var kf kafkaFlags
+	kf.register(c.fs)
+	demo := c.fs.Bool("demo", false, "load the bundled demo fence set (Berlin) instead of a file")
+	dryRun := c.fs.Bool("dry-run", false, "validate and print the fences, publish nothing")
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	var (
+		data   []byte
+		source string
+	)
+	switch {
+	case *demo && len(pos) > 0:
+		return c.usageErr(stderr, "give either FILE or --demo, not both")
+	case *demo:
+		data, source = fences.DemoGeoJSON(), "the bundled demo set"
+	case len(pos) == 1:
+		source = pos[0]
+		var err error
+		if data, err = os.ReadFile(source); err != nil {
+			return c.fail(stderr, fmt.Errorf("reading fence file: %w; nothing published", err))
+		}
+	case len(pos) == 0:
+		return c.usageErr(stderr, "missing FILE (or --demo)")
+	default:
+		return c.usageErr(stderr, "want one FILE, got %d arguments", len(pos))
+	}
+	if !*dryRun {
+		if err := kf.validate(); err != nil {
+			return c.usageErr(stderr, "%v", err)
+		}
+	}
+	parsed, err := fences.ParseFeatureCollection(data)
+	if err != nil {
+		return c.fail(stderr, fmt.Errorf("%s: %w\nnothing published", source, err))
+	}
+	if len(parsed) == 0 {
+		return c.fail(stderr, fmt.Errorf("%s: the FeatureCollection has no features; nothing published", source))
+	}
+	if *dryRun {
+		printFences(stdout, parsed)
+		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
+		return exitOK
+	}
+	codec := codecs.For[pb.Fence]()
+	records := make([]*kgo.Record, 0, len(parsed))
+	for _, f := range parsed {
+		if err := topology.ValidateKey(f.GetFenceId(), 0); err != nil {
+			return c.fail(stderr, fmt.Errorf("%s: fence %q: %w; nothing published", source, f.GetFenceId(), err))
+		}
+		value, err := codec.Marshal(f)
+		if err != nil {
+			return c.fail(stderr, fmt.Errorf("%s: encoding fence %q: %w; nothing published", source, f.GetFenceId(), err))
+		}
+		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
+	}
+	first, last, err := publish(ctx, kf, records)
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "published %d fences from %s to topic %s (offsets %d..%d)\n", len(records), source, topology.TopicFences, first, last)
+	return exitOK
+}
+
+func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("fences delete", "fences delete ID... --brokers B",
+		"Deletes fences by publishing a tombstone (null value) for each ID to the compacted fences topic.\nDevices inside a deleted fence get an EXIT with reason FENCE_DELETED.")
+	var kf kafkaFlags
+	kf.register(c.fs)
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) == 0 {
+		return c.usageErr(stderr, "missing fence ID")
+	}
+	if err := kf.validate(); err != nil {
+		return c.usageErr(stderr, "%v", err)
+	}
+	records := make([]*kgo.Record, 0, len(pos))
+	for _, id := range pos {
+		if err := topology.ValidateKey(id, 0); err != nil {
+			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, err))
+		}
+		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(id)})
+	}
+	first, last, err := publish(ctx, kf, records)
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "deleted %d fences (tombstones at offsets %d..%d of topic %s)\n", len(records), first, last, topology.TopicFences)
+	return exitOK
+}
+
+// publish writes records to the fences topic after checking that it exists,
+// and returns the first and last offsets written.
+func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record) (first, last int64, err error) {
+	kc, adm, err := kf.connect(ctx, kgo.RecordRetries(5))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer kc.Close()
+	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
+		return 0, 0, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
+	defer cancel()
+	res := kc.ProduceSync(pctx, records...)
+	first, last = math.MaxInt64, -1
+	var errs []error
+	for _, r := range res {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", r.Record.Key, r.Err))
+			continue
+		}
+		first, last = min(first, r.Record.Offset), max(last, r.Record.Offset)
+	}
+	if len(errs) > 0 {
+		return 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", topology.TopicFences, len(errs), len(records), errors.Join(errs...))
+	}
+	return first, last, nil
+}
+
+// requireTopic fails clearly when topic is missing on the broker.
+func requireTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) error {
+	rctx, cancel := kf.requestCtx(ctx)
+	defer cancel()
+	details, err := adm.ListTopics(kadm.WithAuthorizedOps(rctx), topic)
+	if err != nil {
+		return fmt.Errorf("describing topic %s: %w", topic, err)
+	}
+	d, ok := details[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %q does not exist on broker %s; create the topology first: fencectl topology check --create --brokers %s", topic, kf.brokers(), kf.brokers())
+	}
+	if d.Err != nil {
+		return fmt.Errorf("describing topic %s: %w", topic, d.Err)
+	}
+	return nil
+}
+
+func runFencesList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("fences list", "fences list --brokers B",
+		"Reads the fences topic from its start to its current end and lists the live fences:\nid, name, kind and area (polygons) or radius (circles).")
+	var kf kafkaFlags
+	kf.register(c.fs)
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return c.usageErr(stderr, "unexpected arguments %q", pos)
+	}
+	if err := kf.validate(); err != nil {
+		return c.usageErr(stderr, "%v", err)
+	}
+	list, invalid, err := readFences(ctx, kf)
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	printFences(stdout, list)
+	fmt.Fprintf(stdout, "%d fences\n", len(list))
+	for _, msg := range invalid {
+		fmt.Fprintf(stderr, "fencectl fences list: skipped invalid record: %s\n", msg)
+	}
+	return exitOK
+}
+
+// readFences reads the compacted fences topic to its end: the latest value per
+// id, tombstones removing it.
+func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, error) {
+	kc, adm, err := kf.connect(ctx,
+		kgo.ConsumeTopics(topology.TopicFences),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer kc.Close()
+	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
+		return nil, nil, err
+	}
+	rctx, cancel := kf.requestCtx(ctx)
+	ends, err := adm.ListEndOffsets(rctx, topology.TopicFences)
+	cancel()
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+	}
+	target := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			target[o.Partition] = o.Offset
+		}
+	})
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, end := range target {
+			if next[p] < end {
+				return false
+			}
+		}
+		return true
+	}
+	latest := map[string]*pb.Fence{}
+	invalid := map[string]string{}
+	codec := codecs.For[pb.Fence]()
+	fctx, cancel := context.WithTimeout(ctx, 6*kf.timeout)
+	defer cancel()
+	for !done() {
+		fetches := kc.PollFetches(fctx)
+		if fctx.Err() != nil {
+			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
+		}
+		var errs []error
+		fetches.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err)) })
+		if len(errs) > 0 {
+			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = r.Offset + 1
+			id := string(r.Key)
+			delete(latest, id)
+			delete(invalid, id)
+			if r.Value == nil {
+				return
+			}
+			f, err := codec.Unmarshal(r.Value)
+			if err == nil {
+				_, err = fences.FenceFromProto(f)
+			}
+			if err != nil {
+				invalid[id] = fmt.Sprintf("key %q at offset %d: %v", id, r.Offset, err)
+				return
+			}
+			latest[id] = f
+		})
+	}
+	out := make([]*pb.Fence, 0, len(latest))
+	for _, f := range latest {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetFenceId() < out[j].GetFenceId() })
+	var bad []string
+	for _, msg := range invalid {
+		bad = append(bad, msg)
+	}
+	sort.Strings(bad)
+	return out, bad, nil
+}
+
+func printFences(w io.Writer, list []*pb.Fence) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE")
+	for _, p := range list {
+		kind, size := describeFence(p)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetFenceId(), oneLine(p.GetName()), kind, size)
+	}
+	tw.Flush()
+}
+
+// describeFence names the fence's kind and its size: the radius of a circle,
+// the geodesic area of a polygon (holes excluded).
+func describeFence(p *pb.Fence) (kind, size string) {
+	f, err := fences.FenceFromProto(p)
+	if err != nil {
+		return "invalid", err.Error()
+	}
+	switch g := f.Geometry.(type) {
+	case orb.Point:
+		return "circle", fmt.Sprintf("radius %s", metres(f.RadiusM))
+	case orb.Polygon:
+		holes := ""
+		if len(g) > 1 {
+			holes = fmt.Sprintf(" (%d holes)", len(g)-1)
+			if len(g) == 2 {
+				holes = " (1 hole)"
+			}
+		}
+		return "polygon", "area " + area(geo.Area(g)) + holes
+	case orb.MultiPolygon:
+		return fmt.Sprintf("multipolygon/%d", len(g)), "area " + area(geo.Area(g))
+	}
+	return fmt.Sprintf("%T", f.Geometry), ""
+}
+
+func metres(m float64) string {
+	if m >= 1000 {
+		return fmt.Sprintf("%.2f km", m/1000)
+	}
+	return fmt.Sprintf("%.0f m", m)
+}
+
+func area(m2 float64) string {
+	m2 = math.Abs(m2)
+	if m2 >= 1e6 {
+		return fmt.Sprintf("%.2f km²", m2/1e6)
+	}
+	if m2 >= 1e4 {
+		return fmt.Sprintf("%.2f ha", m2/1e4)
+	}
+	return fmt.Sprintf("%.0f m²", m2)
+}
+
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+	if s == "" {
+		return "-"
+	}
+	return s
+}

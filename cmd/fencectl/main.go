@@ -1,0 +1,86 @@
+// Command fencectl is fencestream's operator tool: it describes and checks the
+// declared topology, answers where a key lands, measures partition skew,
+// loads, deletes and lists fences, and runs the fleet simulator.
+//
+// Exit codes: 0 success, 1 failure (including a topology mismatch or an
+// unreachable broker), 2 usage error, 3 skew above the alert threshold.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/fencestream/fencestream/cmd/internal/daemon"
+)
+
+func main() {
+	ctx, stop := daemon.SignalContext()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitSkew    = 3
+)
+
+// run executes one fencectl command line and returns its exit code. Results go
+// to stdout, errors and progress to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "topology":
+		return runTopology(ctx, rest, stdout, stderr)
+	case "partition":
+		return runPartition(rest, stdout, stderr)
+	case "skew":
+		return runSkew(ctx, rest, stdout, stderr)
+	case "fences":
+		return runFences(ctx, rest, stdout, stderr)
+	case "sim":
+		return runSim(ctx, rest, stdout, stderr)
+	}
+	return usageError(stderr, "fencectl", "unknown command %q", cmd)
+}
+
+func usage(w io.Writer) {
+	io.WriteString(w, `Usage: fencectl COMMAND [flags]
+
+Commands:
+  topology describe [--format text|mermaid] [--partitions N]
+                      print the declared topology (topics, processors, boundaries)
+  topology check --brokers B [--create]
+                      compare the broker's topics with the declared topology
+  partition KEY... [-n N]
+                      the partition of KEY under the pinned murmur2 partitioner
+  skew TOPIC --brokers B
+                      per-partition record counts, max/mean; alert above 3x
+  fences load FILE|--demo --brokers B [--dry-run]
+                      validate a GeoJSON FeatureCollection and publish it whole
+  fences delete ID... --brokers B
+                      delete fences (tombstones on the fences topic)
+  fences list --brokers B
+                      list the fences the fences topic holds
+  sim --brokers B [--devices N --parked N --rate HZ --noise M --seed S ...]
+                      run the seeded fleet simulator, producing pings
+  sim misorder [--seed S ...]
+                      per keying strategy: misordered pairs per million and skew
+
+Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
+FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.
+
+Exit codes: 0 ok, 1 failure or mismatch, 2 usage error, 3 skew alert.
+`)
+}
