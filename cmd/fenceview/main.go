@@ -26,10 +26,11 @@ func main() {
 	ctx, stop := daemon.SignalContext()
 	err := run(ctx, os.Args[1:], os.Stderr)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: usage printed
+	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "fenceview:", err)
-		}
+		fmt.Fprintln(os.Stderr, "fenceview:", err)
 		os.Exit(1)
 	}
 }
