@@ -42,7 +42,7 @@ func runFences(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func runFencesLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("fences load", "fences load FILE|--demo --brokers B [--dry-run]",
+	c := newCommand("fences load", "fences load FILE|--demo --brokers B [--dry-run] [--if-empty]",
 		`Validates a GeoJSON FeatureCollection of fences (Polygon, MultiPolygon, or Point with
 properties.radius_m; properties.id is the fence id) and publishes every fence to the
 fences topic keyed by its id. All or nothing: if any feature is invalid, the file is
@@ -52,6 +52,7 @@ is already in the topic replaces it.`)
 	kf.register(c.fs)
 	demo := c.fs.Bool("demo", false, "load the bundled demo fence set (Berlin) instead of a file")
 	dryRun := c.fs.Bool("dry-run", false, "validate and print the fences, publish nothing")
+	ifEmpty := c.fs.Bool("if-empty", false, "publish only if the fences topic holds no records yet (idempotent first-time setup)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -105,9 +106,13 @@ is already in the topic replaces it.`)
 		}
 		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
 	}
-	first, last, err := publish(ctx, kf, records)
+	first, last, held, err := publish(ctx, kf, records, *ifEmpty)
 	if err != nil {
 		return c.fail(stderr, err)
+	}
+	if held > 0 {
+		fmt.Fprintf(stdout, "topic %s already holds %d records; --if-empty: nothing published\n", topology.TopicFences, held)
+		return exitOK
 	}
 	fmt.Fprintf(stdout, "published %d fences from %s to topic %s (offsets %d..%d)\n", len(records), source, topology.TopicFences, first, last)
 	return exitOK
@@ -135,7 +140,7 @@ func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(id)})
 	}
-	first, last, err := publish(ctx, kf, records)
+	first, last, _, err := publish(ctx, kf, records, false)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -144,15 +149,28 @@ func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 // publish writes records to the fences topic after checking that it exists,
-// and returns the first and last offsets written.
-func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record) (first, last int64, err error) {
+// and returns the first and last offsets written. With ifEmpty, a topic that
+// already holds records is left alone and held says how many it holds.
+func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty bool) (first, last, held int64, err error) {
 	kc, adm, err := kf.connect(ctx, kgo.RecordRetries(5))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer kc.Close()
 	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
+	}
+	if ifEmpty {
+		counts, err := partitionCounts(ctx, adm, kf, topology.TopicFences)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, n := range counts {
+			held += n
+		}
+		if held > 0 {
+			return 0, 0, held, nil
+		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
 	defer cancel()
@@ -167,9 +185,9 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record) (first, 
 		first, last = min(first, r.Record.Offset), max(last, r.Record.Offset)
 	}
 	if len(errs) > 0 {
-		return 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", topology.TopicFences, len(errs), len(records), errors.Join(errs...))
+		return 0, 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", topology.TopicFences, len(errs), len(records), errors.Join(errs...))
 	}
-	return first, last, nil
+	return first, last, 0, nil
 }
 
 // requireTopic fails clearly when topic is missing on the broker.

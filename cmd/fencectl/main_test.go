@@ -343,10 +343,17 @@ func TestFencesLoadListDelete(t *testing.T) {
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "0 fences")
 
-	code, out, errs = fencectl(t, "fences", "load", "--demo", "--brokers", addr)
+	code, out, errs = fencectl(t, "fences", "load", "--demo", "--if-empty", "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)
 	n := len(fences.Demo())
 	wantContains(t, out, fmt.Sprintf("published %d fences from the bundled demo set", n))
+
+	code, out, errs = fencectl(t, "fences", "load", "--demo", "--if-empty", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, fmt.Sprintf("already holds %d records; --if-empty: nothing published", n))
+	if got := records(t, addr, topology.TopicFences); got != int64(n) {
+		t.Errorf("fences topic holds %d records after --if-empty, want %d", got, n)
+	}
 
 	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)
