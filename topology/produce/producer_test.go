@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -142,13 +141,11 @@ func counter(t *testing.T, name string, labels map[string]string) float64 {
 					continue metrics
 				}
 			}
-			return counterValue(m)
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
 }
-
-func counterValue(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
 
 // randomKeys are valid keys: ASCII and multi-byte UTF-8, 1-120 bytes.
 func randomKeys(n int) []string {
