@@ -30,7 +30,7 @@ func (e *MismatchError) Error() string {
 		return fmt.Sprintf("topic %q has %s partitions on the broker but the topology declares %s: refusing to start, because keys would map to different partitions (murmur2 %% n changes with n), moving devices' state and breaking per-key order; recreate the topic with %s partitions or declare the new count deliberately",
 			e.Topic, e.Actual, e.Declared, e.Declared)
 	case "missing":
-		return fmt.Sprintf("topic %q does not exist on the broker (declared with %s partitions); create it with Topology.Ensure (binaries that create topics call it at start-up)", e.Topic, e.Declared)
+		return fmt.Sprintf("topic %q does not exist on the broker (declared with %s partitions); create it with `fencectl topology check --create` or let the runner create it", e.Topic, e.Declared)
 	default:
 		return fmt.Sprintf("topic %q has %s=%s on the broker but the topology declares %s: refusing to start, because a compacted table would lose state or a stream would be compacted away",
 			e.Topic, e.Setting, e.Actual, e.Declared)
