@@ -1,0 +1,354 @@
+// Command fencestream runs the whole geofencing pipeline in one process: an
+// embedded Kafka-protocol broker (or --brokers), the declared topics, the demo
+// fences, the debouncer, occupancy, the fenceview web page and API, and a
+// simulated fleet feeding pings in real time.
+//
+//	go run ./cmd/fencestream
+//
+// Data lives under --data (default ./data): the broker's log in data/broker,
+// Goka's local state in data/state and the simulator's position in
+// data/sim.json. Ctrl-C stops cleanly; running again resumes where it stopped.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/occupancy"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/embedded"
+)
+
+func main() {
+	ctx, stop := daemon.SignalContext()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills the process at once
+	}()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitMismatch = 3 // local state or topics do not match the broker
+)
+
+type options struct {
+	cl          cluster.Config
+	logs        daemon.LogFlags
+	data        string
+	brokerPort  int
+	listen      string
+	partitions  int
+	resetState  bool
+	noSim       bool
+	devices     int
+	parked      int
+	rate        float64
+	noise       float64
+	seed        int64
+	progress    time.Duration
+	sweepEvery  time.Duration
+	hotStandby  bool
+	noDemoFence bool
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	o.cl.ClientID = "fencestream"
+	o.cl.RegisterFlags(fs)
+	o.logs.Register(fs)
+	fs.StringVar(&o.data, "data", "data", "data directory: embedded broker in DATA/broker, Goka state in DATA/state, simulator position in DATA/sim.json")
+	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the web page and API (port 0: any free port; the URL is printed)")
+	fs.IntVar(&o.partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (permanent once created)")
+	fs.BoolVar(&o.resetState, "reset-state", false, "delete DATA/state before starting; it is rebuilt from the broker")
+	fs.BoolVar(&o.noSim, "no-sim", false, "do not run the fleet simulator")
+	fs.IntVar(&o.devices, "devices", 50, "simulated moving devices")
+	fs.IntVar(&o.parked, "parked", 10, "simulated devices parked near fence edges")
+	fs.Float64Var(&o.rate, "rate", 1, "pings per second per simulated device")
+	fs.Float64Var(&o.noise, "noise", 5, "GPS noise sigma of the simulator, metres")
+	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
+	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
+	fs.DurationVar(&o.sweepEvery, "sweep-interval", 30*time.Second, "how often the debouncer closes stays of silent devices")
+	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
+	fs.BoolVar(&o.noDemoFence, "no-demo-fences", false, "do not load the demo fences into an empty fences topic")
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.data == "":
+		return errors.New("--data must not be empty")
+	case o.partitions <= 0 || o.partitions > 1<<20:
+		return fmt.Errorf("--partitions must be between 1 and %d, got %d", 1<<20, o.partitions)
+	case o.brokerPort < 0 || o.brokerPort > 65535:
+		return fmt.Errorf("--broker-port must be a port number, got %d", o.brokerPort)
+	case o.progress <= 0:
+		return fmt.Errorf("--progress must be positive, got %v", o.progress)
+	case o.sweepEvery <= 0:
+		return fmt.Errorf("--sweep-interval must be positive, got %v", o.sweepEvery)
+	}
+	if !o.noSim {
+		switch {
+		case o.devices < 0 || o.parked < 0 || o.devices+o.parked == 0:
+			return fmt.Errorf("--devices and --parked must be >= 0 and not both 0 (or use --no-sim), got %d and %d", o.devices, o.parked)
+		case !(o.rate > 0) || o.rate > 1000:
+			return fmt.Errorf("--rate must be in (0, 1000] pings per second, got %v", o.rate)
+		case !(o.noise >= 0) || o.noise > 10000:
+			return fmt.Errorf("--noise must be >= 0 metres, got %v", o.noise)
+		}
+	}
+	if len(o.cl.Brokers) > 0 {
+		return o.cl.Validate()
+	}
+	return nil
+}
+
+func (o *options) stateDir() string  { return filepath.Join(o.data, "state") }
+func (o *options) brokerDir() string { return filepath.Join(o.data, "broker") }
+func (o *options) simFile() string   { return filepath.Join(o.data, "sim.json") }
+
+// run is the whole program; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fencestream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: fencestream [flags]
+
+Runs the whole pipeline in one process: an embedded Kafka-protocol broker (unless
+--brokers is given), the declared topics, the demo fences (into an empty fences
+topic), the debouncer, occupancy, the web page and API, and a simulated fleet.
+Ctrl-C stops it; running it again resumes from DATA.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fencestream: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "fencestream: %v\n", err)
+		return exitUsage
+	}
+	log, err := o.logs.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "fencestream: %v\n", err)
+		return exitUsage
+	}
+	slog.SetDefault(log) // occupancy's lag reporter logs to the default logger
+
+	err = runPipeline(ctx, &o, log, stdout)
+	switch {
+	case err == nil:
+		log.Info("fencestream stopped")
+		return exitOK
+	case errors.Is(err, group.ErrStateMismatch):
+		fmt.Fprintf(stderr, `
+fencestream: the local state in %s does not belong to the Kafka cluster at %s.
+  %v
+This happens when %s was deleted (or --brokers changed) but %s was kept.
+Fix it by deleting %s (it is rebuilt from the broker's changelog topics):
+  rm -rf %s
+or run again with --reset-state, which does that for you.
+`, o.stateDir(), strings.Join(o.cl.Brokers, ","), err, o.brokerDir(), o.stateDir(), o.stateDir(), o.stateDir())
+		return exitMismatch
+	case errors.Is(err, topology.ErrMismatch):
+		fmt.Fprintf(stderr, "fencestream: the broker's topics do not match the declared topology (--partitions %d):\n%v\n", o.partitions, err)
+		return exitMismatch
+	default:
+		fmt.Fprintf(stderr, "fencestream: %v\n", err)
+		return exitFailure
+	}
+}
+
+func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Writer) error {
+	if o.resetState {
+		if err := os.RemoveAll(o.stateDir()); err != nil {
+			return fmt.Errorf("--reset-state: %w", err)
+		}
+		log.Info("local state deleted; it is rebuilt from the broker", "dir", o.stateDir())
+	}
+	if err := os.MkdirAll(o.data, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	brokerNote := "external"
+	if len(o.cl.Brokers) == 0 {
+		b, err := embedded.Start(embedded.DataDir(o.brokerDir()), embedded.Port(o.brokerPort))
+		if err != nil {
+			if o.brokerPort != 0 {
+				err = fmt.Errorf("%w (is another Kafka listening on port %d? pass --broker-port 0 for any free port, or --brokers to use that Kafka)", err, o.brokerPort)
+			}
+			return err
+		}
+		// Closed last, after every client: a clean close flushes its log to disk.
+		defer func() {
+			b.Close()
+			log.Info("embedded broker stopped", "data", b.DataDir())
+		}()
+		o.cl.Brokers = b.Addrs()
+		brokerNote = "embedded, data in " + o.brokerDir()
+		log.Info("embedded broker started", "addr", strings.Join(b.Addrs(), ","), "data", b.DataDir())
+	}
+	topo := topology.Geofence(topology.WithPartitions(int32(o.partitions)))
+	if _, err := group.CheckBroker(ctx, o.cl, topo, true); err != nil {
+		return err
+	}
+	if !o.noDemoFence {
+		if err := loadDemoIfEmpty(ctx, o.cl, log); err != nil {
+			return err
+		}
+	}
+	l, err := daemon.Listen(o.listen)
+	if err != nil {
+		return err
+	}
+	url := "http://" + l.Addr().String() + "/"
+	printBanner(stdout, url, strings.Join(o.cl.Brokers, ","), brokerNote, o)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return fenceview.Run(gctx, fenceview.Options{
+			Cluster:        o.cl,
+			Listener:       l,
+			Partitions:     int32(o.partitions),
+			NoCreateTopics: true,
+			Log:            log.With("component", "fenceview"),
+		})
+	})
+	g.Go(func() error {
+		return debounce.Run(gctx, o.cl, debounce.RunConfig{
+			Topology:     topo,
+			StateDir:     o.stateDir(),
+			HotStandby:   o.hotStandby,
+			RecoverAhead: o.hotStandby,
+			SweepEvery:   o.sweepEvery,
+			Defaults:     debounce.DefaultSettings(),
+			Log:          log.With("component", "debouncer"),
+		})
+	})
+	g.Go(func() error {
+		return occupancy.Run(gctx, o.cl, occupancy.RunConfig{
+			Topology:     topo,
+			StateDir:     o.stateDir(),
+			HotStandby:   o.hotStandby,
+			RecoverAhead: o.hotStandby,
+			LagEvery:     o.progress,
+			Log:          log.With("component", "occupancy"),
+		})
+	})
+	sim := newSimulator(o, topo, log.With("component", "simulator"))
+	if !o.noSim {
+		g.Go(func() error { return sim.run(gctx) })
+	}
+	g.Go(func() error { return reportProgress(gctx, o.progress, sim, log) })
+	err = g.Wait()
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+func printBanner(w io.Writer, url, brokers, brokerNote string, o *options) {
+	sim := fmt.Sprintf("%d moving + %d parked devices at %g Hz (seed %d)", o.devices, o.parked, o.rate, o.seed)
+	if o.noSim {
+		sim = "off (--no-sim)"
+	}
+	fmt.Fprintf(w, `
+  fencestream is running
+
+    web page   %s
+    API        %sv1/fences
+    Kafka      %s (%s)
+    simulator  %s
+    state      %s
+
+  Try: curl -s '%sv1/fences?sort=count&order=desc&limit=5'
+       go run ./cmd/fencectl skew pings --brokers %s
+  Stop with Ctrl-C; run again to resume.
+
+`, url, url, brokers, brokerNote, sim, o.stateDir(), url, brokers)
+}
+
+// loadDemoIfEmpty publishes the bundled demo fences when the fences topic has
+// never held a record.
+func loadDemoIfEmpty(ctx context.Context, cl cluster.Config, log *slog.Logger) error {
+	kopts, err := cl.Kgo()
+	if err != nil {
+		return err
+	}
+	kc, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", strings.Join(cl.Brokers, ","), err)
+	}
+	defer kc.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(kc).ListEndOffsets(cctx, topology.TopicFences)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+	}
+	var held int64
+	ends.Each(func(o kadm.ListedOffset) { held += o.Offset })
+	if held > 0 {
+		log.Info("fences topic already holds fences; demo set not loaded", "records", held)
+		return nil
+	}
+	demo, err := fences.ParseFeatureCollection(fences.DemoGeoJSON())
+	if err != nil {
+		return fmt.Errorf("demo fences: %w", err)
+	}
+	codec := codecs.For[pb.Fence]()
+	recs := make([]*kgo.Record, 0, len(demo))
+	for _, f := range demo {
+		if err := topology.ValidateKey(f.GetFenceId(), 0); err != nil {
+			return fmt.Errorf("demo fence: %w", err)
+		}
+		v, err := codec.Marshal(f)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: v})
+	}
+	if err := kc.ProduceSync(cctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("loading demo fences: %w", err)
+	}
+	log.Info("demo fences loaded", "fences", len(recs))
+	return nil
+}

@@ -1,0 +1,491 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/topology"
+)
+
+// Deadlines are generous: a loaded 2-core machine builds, starts Goka groups
+// and runs a broker in the same test.
+const (
+	startDeadline = 90 * time.Second
+	stopDeadline  = 60 * time.Second
+)
+
+// syncBuffer collects a subprocess's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/fencestream once per test binary run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fencestream-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "fencestream")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary(t), args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of fencestream %s:\n%s", strings.Join(args, " "), tail(p.out.String(), 60))
+		}
+	})
+	return p
+}
+
+// tail returns the last n lines of s, without Goka's debug chatter.
+func tail(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.Contains(l, "level=DEBUG") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// waitOutput polls the output until re matches and returns the submatches.
+func (p *proc) waitOutput(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(p.out.String()); m != nil {
+			return m
+		}
+		select {
+		case <-p.done:
+			if m := re.FindStringSubmatch(p.out.String()); m != nil {
+				return m
+			}
+			t.Fatalf("fencestream exited (%v) before printing %q", p.cmd.ProcessState, re)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output after %v", re, timeout)
+		}
+	}
+}
+
+// interrupt sends SIGINT and returns the exit code.
+func (p *proc) interrupt(t *testing.T) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	return p.wait(t)
+}
+
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(stopDeadline):
+		t.Fatalf("fencestream did not exit within %v", stopDeadline)
+		return -1
+	}
+}
+
+// poll calls fn until it returns true or the deadline passes; fn's last
+// message explains the failure.
+func poll(t *testing.T, p *proc, timeout time.Duration, what string, fn func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var msg string
+	for {
+		var ok bool
+		if ok, msg = fn(); ok {
+			return
+		}
+		if p != nil {
+			select {
+			case <-p.done:
+				t.Fatalf("fencestream exited while waiting for %s (%s)", what, msg)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %s", what, timeout, msg)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func get(url string) (int, []byte, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+var (
+	reURL   = regexp.MustCompile(`web page\s+(http://127\.0\.0\.1:\d+/)`)
+	reKafka = regexp.MustCompile(`Kafka\s+(127\.0\.0\.1:\d+) \(embedded`)
+)
+
+type fenceList struct {
+	Total  int `json:"total"`
+	Fences []struct {
+		ID    string `json:"id"`
+		Count int64  `json:"count"`
+	} `json:"fences"`
+}
+
+type deviceJSON struct {
+	DeviceID        string `json:"device_id"`
+	LastEventTimeMs int64  `json:"last_event_time_ms"`
+	LastHLC         uint64 `json:"last_hlc"`
+	Fences          []struct {
+		FenceID string `json:"fence_id"`
+		Phase   string `json:"phase"`
+	} `json:"fences"`
+}
+
+// waitServing waits for the web page and a ready /v1/fences with the demo set.
+func waitServing(t *testing.T, p *proc, url string) {
+	t.Helper()
+	poll(t, p, startDeadline, "web page", func() (bool, string) {
+		code, body, err := get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		return code == 200 && bytes.Contains(bytes.ToLower(body), []byte("<html")), fmt.Sprintf("status %d", code)
+	})
+	poll(t, p, startDeadline, "/v1/fences", func() (bool, string) {
+		code, body, err := get(url + "v1/fences")
+		if err != nil {
+			return false, err.Error()
+		}
+		var fl fenceList
+		if code != 200 || json.Unmarshal(body, &fl) != nil {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		return fl.Total == 34, fmt.Sprintf("%d fences", fl.Total)
+	})
+}
+
+type trig struct {
+	device, fence, typ string
+	hlc                uint64
+	partition          int32
+	offset             int64
+}
+
+// readTriggers reads fence-triggers to its current end.
+func readTriggers(t *testing.T, broker string) []trig {
+	t.Helper()
+	kc, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topology.TopicTriggers),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(kc).ListEndOffsets(ctx, topology.TopicTriggers)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			target[o.Partition] = o.Offset
+		}
+	})
+	next := map[int32]int64{}
+	codec := codecs.For[pb.Trigger]()
+	var out []trig
+	for {
+		done := true
+		for p, end := range target {
+			if next[p] < end {
+				done = false
+			}
+		}
+		if done {
+			return out
+		}
+		fetches := kc.PollFetches(ctx)
+		if err := fetches.Err0(); err != nil {
+			t.Fatalf("reading triggers: %v", err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = r.Offset + 1
+			m, err := codec.Unmarshal(r.Value)
+			if err != nil {
+				t.Errorf("undecodable trigger at %d/%d: %v", r.Partition, r.Offset, err)
+				return
+			}
+			out = append(out, trig{device: m.GetDeviceId(), fence: m.GetFenceId(),
+				typ: strings.TrimPrefix(m.GetType().String(), "TRIGGER_TYPE_"), hlc: m.GetHlc(), partition: r.Partition, offset: r.Offset})
+		})
+	}
+}
+
+// inside replays triggers (in partition order, which is each device's order)
+// and reports the (device, fence) pairs inside at the end; it fails on an
+// ENTER while already inside.
+func inside(t *testing.T, trigs []trig) map[[2]string]trig {
+	t.Helper()
+	in := map[[2]string]trig{}
+	for _, tr := range trigs {
+		k := [2]string{tr.device, tr.fence}
+		switch tr.typ {
+		case "ENTER":
+			if prev, dup := in[k]; dup {
+				t.Errorf("device %s re-announced ENTER of %s (partition %d offset %d, hlc %d) without an EXIT since the ENTER at offset %d (hlc %d)",
+					tr.device, tr.fence, tr.partition, tr.offset, tr.hlc, prev.offset, prev.hlc)
+			}
+			in[k] = tr
+		case "EXIT":
+			delete(in, k)
+		}
+	}
+	return in
+}
+
+func TestRunStopResume(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0",
+		"--devices", "10", "--parked", "20", "--progress", "2s"}
+
+	// First run: the page and API answer, triggers flow into occupancy.
+	p1 := start(t, args...)
+	url := p1.waitOutput(t, reURL, startDeadline)[1]
+	broker := p1.waitOutput(t, reKafka, startDeadline)[1]
+	waitServing(t, p1, url)
+	poll(t, p1, startDeadline, "occupancy above 0", func() (bool, string) {
+		code, body, err := get(url + "v1/fences?sort=count&order=desc&limit=3")
+		if err != nil {
+			return false, err.Error()
+		}
+		var fl fenceList
+		if code != 200 || json.Unmarshal(body, &fl) != nil || len(fl.Fences) == 0 {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		return fl.Fences[0].Count > 0, fmt.Sprintf("top fence %s count %d", fl.Fences[0].ID, fl.Fences[0].Count)
+	})
+	insideAfterRun1 := inside(t, readTriggers(t, broker))
+	if len(insideAfterRun1) == 0 {
+		t.Fatal("occupancy is above 0 but no device is inside by the triggers")
+	}
+	if code := p1.interrupt(t); code != 0 {
+		t.Fatalf("SIGINT: exit code %d, want 0", code)
+	}
+	if !strings.Contains(p1.out.String(), "fencestream stopped") {
+		t.Error("no clean-stop message")
+	}
+	var st simState
+	data1, err := os.ReadFile(filepath.Join(data, "sim.json"))
+	if err == nil {
+		err = json.Unmarshal(data1, &st)
+	}
+	if err != nil {
+		t.Fatalf("sim.json: %v", err)
+	}
+	if st.NextTick <= 0 || st.LastHLC == 0 {
+		t.Fatalf("sim.json did not record the fleet's position: %+v", st)
+	}
+
+	// Second run resumes: the devices inside stay inside, no ENTER again.
+	resumed := time.Now()
+	p2 := start(t, args...)
+	url = p2.waitOutput(t, reURL, startDeadline)[1]
+	broker = p2.waitOutput(t, reKafka, startDeadline)[1]
+	p2.waitOutput(t, regexp.MustCompile(`resuming the fleet where it stopped.*tick=\d+`), startDeadline)
+	waitServing(t, p2, url)
+	// Long enough after the restart for a forgotten device to be confirmed
+	// inside again (min samples 3 and min dwell 10 s in event time).
+	confirmAfter := resumed.Add(15 * time.Second).UnixMilli()
+	for k := range insideAfterRun1 {
+		device := k[0]
+		poll(t, p2, startDeadline, "resumed pings of "+device, func() (bool, string) {
+			code, body, err := get(url + "v1/devices/" + device)
+			if err != nil {
+				return false, err.Error()
+			}
+			var d deviceJSON
+			if code != 200 || json.Unmarshal(body, &d) != nil {
+				return false, fmt.Sprintf("status %d: %.200s", code, body)
+			}
+			if d.LastHLC <= st.LastHLC {
+				return false, fmt.Sprintf("last HLC %d not above the first run's %d", d.LastHLC, st.LastHLC)
+			}
+			return d.LastEventTimeMs >= confirmAfter, fmt.Sprintf("event time %d, waiting for %d", d.LastEventTimeMs, confirmAfter)
+		})
+	}
+	all := readTriggers(t, broker)
+	insideNow := inside(t, all) // fails on any ENTER re-announced across both runs
+	for k, tr := range insideAfterRun1 {
+		now, ok := insideNow[k]
+		if !ok {
+			continue // it may have truly left since
+		}
+		if now.offset != tr.offset || now.partition != tr.partition {
+			t.Errorf("%s in %s: ENTER at %d/%d after the restart, first run's at %d/%d", k[0], k[1], now.partition, now.offset, tr.partition, tr.offset)
+		}
+	}
+	if code := p2.interrupt(t); code != 0 {
+		t.Fatalf("second run, SIGINT: exit code %d, want 0", code)
+	}
+	t.Logf("%d triggers over both runs; %d (device, fence) pairs inside after the first run", len(all), len(insideAfterRun1))
+}
+
+func TestStateMismatch(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0", "--no-sim"}
+	ready := regexp.MustCompile(`msg="debouncer ready"`)
+
+	p := start(t, args...)
+	p.waitOutput(t, ready, startDeadline)
+	if code := p.interrupt(t); code != 0 {
+		t.Fatalf("SIGINT: exit code %d, want 0", code)
+	}
+	// The broker's data goes, the local state stays: they no longer match.
+	if err := os.RemoveAll(filepath.Join(data, "broker")); err != nil {
+		t.Fatal(err)
+	}
+	p = start(t, args...)
+	if code := p.wait(t); code != exitMismatch {
+		t.Fatalf("exit code %d, want %d", code, exitMismatch)
+	}
+	out := p.out.String()
+	for _, want := range []string{"does not belong to the Kafka cluster", "rm -rf " + filepath.Join(data, "state"), "--reset-state"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, tail(out, 30))
+		}
+	}
+	// --reset-state fixes it.
+	p = start(t, append(args, "--reset-state")...)
+	p.waitOutput(t, ready, startDeadline)
+	if code := p.interrupt(t); code != 0 {
+		t.Fatalf("--reset-state run, SIGINT: exit code %d, want 0", code)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, exitOK, "Usage: fencestream"},
+		{[]string{"--nope"}, exitUsage, "flag provided but not defined"},
+		{[]string{"extra"}, exitUsage, "unexpected arguments"},
+		{[]string{"--partitions", "0"}, exitUsage, "--partitions"},
+		{[]string{"--rate", "0"}, exitUsage, "--rate"},
+		{[]string{"--devices", "0", "--parked", "0"}, exitUsage, "--no-sim"},
+		{[]string{"--log-level", "loud"}, exitUsage, "--log-level"},
+		{[]string{"--brokers", "x:1", "--sasl-mechanism", "KERBEROS"}, exitUsage, "unknown SASL mechanism"},
+	} {
+		var out, errs bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errs)
+		if code != tc.code {
+			t.Errorf("%q: exit code %d, want %d (%s)", tc.args, code, tc.code, errs.String())
+		}
+		if !strings.Contains(out.String()+errs.String(), tc.want) {
+			t.Errorf("%q: output lacks %q: %s", tc.args, tc.want, errs.String())
+		}
+	}
+}
+
+func TestUnreachableBrokers(t *testing.T) {
+	// The broker check gives up after 30 s on its own; a shorter deadline
+	// keeps the test quick and takes the same path.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	code := run(ctx, []string{"--brokers", "127.0.0.1:1", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, &out, &errs)
+	if code != exitFailure {
+		t.Fatalf("exit code %d, want %d: %s", code, exitFailure, errs.String())
+	}
+	if !strings.Contains(errs.String(), "127.0.0.1:1 unreachable") {
+		t.Errorf("no clear error: %s", errs.String())
+	}
+}
