@@ -22,6 +22,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/embedded"
 )
 
 // Deadlines are generous: a loaded 2-core machine builds, starts Goka groups
@@ -487,5 +488,34 @@ func TestUnreachableBrokers(t *testing.T) {
 	}
 	if !strings.Contains(errs.String(), "127.0.0.1:1 unreachable") {
 		t.Errorf("no clear error: %s", errs.String())
+	}
+}
+
+func TestExternalBroker(t *testing.T) {
+	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	addr := strings.Join(b.Addrs(), ",")
+	data := t.TempDir()
+	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6")
+	url := p.waitOutput(t, reURL, startDeadline)[1]
+	p.waitOutput(t, regexp.MustCompile(`Kafka\s+`+regexp.QuoteMeta(addr)+` \(external\)`), startDeadline)
+	waitServing(t, p, url)
+	if code := p.interrupt(t); code != 0 {
+		t.Fatalf("SIGINT: exit code %d, want 0", code)
+	}
+	if _, err := os.Stat(filepath.Join(data, "broker")); !os.IsNotExist(err) {
+		t.Errorf("an embedded broker wrote %s/broker although --brokers was given (%v)", data, err)
+	}
+	// The topology was created with the requested partitions, and a second
+	// start with another count is refused, naming the topic and both counts.
+	p = start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim")
+	if code := p.wait(t); code != exitMismatch {
+		t.Fatalf("partition mismatch: exit code %d, want %d", code, exitMismatch)
+	}
+	if out := p.out.String(); !strings.Contains(out, `topic "pings" has 6 partitions on the broker but the topology declares 24`) {
+		t.Errorf("mismatch not explained:\n%s", tail(out, 20))
 	}
 }
