@@ -65,7 +65,9 @@ func Listen(addr string) (net.Listener, error) {
 
 // Serve serves h on l until ctx ends, then shuts down gracefully.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// BaseContext: long-lived responses (SSE) see ctx end and return, so
+	// Shutdown need not wait out its timeout.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
