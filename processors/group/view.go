@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -134,20 +135,20 @@ func (v *View[M, PM]) Each(fn func(key string, value PM) bool) error {
 // Recovered reports whether the view has caught up with its table once.
 func (v *View[M, PM]) Recovered() bool { return v.v.Recovered() }
 
-// WaitRecovered blocks until the view has recovered or ctx ends.
+// WaitRecovered blocks until the view has recovered or ctx ends. It polls:
+// holding a Goka state observer while reading Recovered can deadlock, because
+// Goka notifies observers while holding the locks Recovered takes.
 func (v *View[M, PM]) WaitRecovered(ctx context.Context) error {
-	obs := v.v.ObserveStateChanges()
-	defer obs.Stop()
-	for {
-		if v.v.Recovered() {
-			return nil
-		}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !v.v.Recovered() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("view %s: %w", v.table, ctx.Err())
-		case <-obs.C():
+		case <-t.C:
 		}
 	}
+	return nil
 }
 
 // Stats exposes Goka's view statistics (recovery progress, lag per partition).

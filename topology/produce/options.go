@@ -51,11 +51,13 @@ type config struct {
 	logger      *slog.Logger
 	linger      time.Duration
 	lingerSet   bool
+	closeWait   time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		keyLimit: topology.MaxKeyBytes,
+		keyLimit:  topology.MaxKeyBytes,
+		closeWait: DefaultCloseTimeout,
 		hot: HotKeyPolicy{
 			Threshold:   DefaultHotKeyThreshold,
 			Window:      DefaultHotKeyWindow,
@@ -116,10 +118,21 @@ func WithLinger(d time.Duration) Opt {
 	return opt{func(cfg *config) { cfg.linger, cfg.lingerSet = d, true }}
 }
 
+// DefaultCloseTimeout bounds how long Close waits for records in flight.
+const DefaultCloseTimeout = 30 * time.Second
+
+// WithCloseTimeout sets how long Close waits for records in flight to be
+// acknowledged, overriding DefaultCloseTimeout. Goka's emitter would otherwise
+// wait for as long as the client keeps retrying.
+func WithCloseTimeout(d time.Duration) Opt { return opt{func(cfg *config) { cfg.closeWait = d }} }
+
 func (c *config) validate() error {
 	var errs []error
 	if c.linger < 0 {
 		errs = append(errs, fmt.Errorf("linger must not be negative, got %v", c.linger))
+	}
+	if c.closeWait <= 0 {
+		errs = append(errs, fmt.Errorf("close timeout must be positive, got %v", c.closeWait))
 	}
 	if c.keyLimit <= 0 {
 		errs = append(errs, fmt.Errorf("key limit must be positive, got %d", c.keyLimit))

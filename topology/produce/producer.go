@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+	"time"
 
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -246,11 +247,19 @@ func (p *Producer[M, P]) Close() error {
 		p.mu.Lock()
 		p.closed = true
 		p.mu.Unlock()
-		err := p.emitter.Finish()
-		if p.hotEmitter != nil {
-			err = errors.Join(err, p.hotEmitter.Finish())
+		done := make(chan error, 1)
+		go func() {
+			err := p.emitter.Finish()
+			if p.hotEmitter != nil {
+				err = errors.Join(err, p.hotEmitter.Finish())
+			}
+			done <- err
+		}()
+		select {
+		case p.closeErr = <-done:
+		case <-time.After(p.cfg.closeWait):
+			p.closeErr = fmt.Errorf("produce: %s: records still unacknowledged after %v; giving up on them", p.topic.Name, p.cfg.closeWait)
 		}
-		p.closeErr = err
 	})
 	return p.closeErr
 }
