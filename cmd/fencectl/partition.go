@@ -46,7 +46,7 @@ Keys are checked with the producers' rules (non-empty, valid UTF-8, at most 255 
 }
 
 // skewAlert is the design's alert threshold: max/mean above it is an alert.
-const skewAlert = 3.0
+const skewAlert = topology.SkewAlert
 
 func runSkew(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("skew", "skew TOPIC --brokers B",
@@ -79,18 +79,13 @@ and exits with code 3.`)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	var total, maxCount int64
-	maxPart := int32(0)
+	sk := topology.SkewOf(topic, counts)
+	total, maxCount, maxPart, mean := sk.Total, sk.Max, sk.MaxPartition, sk.Mean
 	parts := make([]int32, 0, len(counts))
-	for p, n := range counts {
+	for p := range counts {
 		parts = append(parts, p)
-		total += n
-		if n > maxCount || (n == maxCount && p < maxPart) {
-			maxCount, maxPart = n, p
-		}
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	mean := float64(total) / float64(len(counts))
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PARTITION\tRECORDS\tOF MEAN\t")
 	for _, p := range parts {
@@ -105,7 +100,7 @@ and exits with code 3.`)
 		fmt.Fprintf(stdout, "topic %s: %d partitions, no records: skew undefined\n", topic, len(counts))
 		return exitOK
 	}
-	skew := float64(maxCount) / mean
+	skew := sk.Ratio
 	fmt.Fprintf(stdout, "topic %s: %d partitions, %d records, max %d (partition %d), mean %.1f, skew %.2f\n",
 		topic, len(counts), total, maxCount, maxPart, mean, skew)
 	if skew > *threshold {

@@ -120,6 +120,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	g.Go(func() error { return views.Run(ctx) })
+	g.Go(func() error {
+		return group.RunSkewReporter(ctx, o.Cluster, []string{topology.TopicPings, topology.TopicTriggers, topology.TopicOccupancyLoop}, 30*time.Second, log)
+	})
 	g.Go(func() error { return consumer.Run(ctx) })
 	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout) })
 	g.Go(func() error { // log readiness once; views are read only through ViewSources

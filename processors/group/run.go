@@ -135,6 +135,8 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 // fails. Goka's stale-cache error gets the fix spelled out.
 func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
+	running.Store(p, struct{}{})
+	defer running.Delete(p)
 	err := p.Processor.Run(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
 		err = nil

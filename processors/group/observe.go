@@ -1,0 +1,144 @@
+package group
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+var (
+	partitionRecords = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencestream_partition_records",
+		Help: "Records held by each partition of a topic, from broker offsets (end - start).",
+	}, []string{"topic", "partition"})
+	topicSkew = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencestream_topic_skew",
+		Help: "Max over partitions / mean over partitions of a topic's records; above 3 is an alert.",
+	}, []string{"topic"})
+	topicSkewAlert = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencestream_topic_skew_alert",
+		Help: "1 when a topic's skew is above the alert threshold (3), else 0.",
+	}, []string{"topic"})
+)
+
+// minSkewMean is the mean records per partition below which the reporter does
+// not alert.
+const minSkewMean = 10
+
+// RunSkewReporter measures the skew of topics from broker offsets every interval
+// until ctx ends, exporting fencestream_partition_records and
+// fencestream_topic_skew, and logging a warning when a topic crosses the alert.
+func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, every time.Duration, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	kopts, err := cl.Kgo()
+	if err != nil {
+		return err
+	}
+	kc, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	adm := kadm.NewClient(kc)
+	alerting := map[string]bool{}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for _, topic := range topics {
+			rctx, cancel := context.WithTimeout(ctx, every)
+			s, err := topology.MeasureSkew(rctx, adm, topic)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Debug("skew not measured", "topic", topic, "err", err)
+				}
+				continue
+			}
+			for p, n := range s.Counts {
+				partitionRecords.WithLabelValues(topic, strconv.Itoa(int(p))).Set(float64(n))
+			}
+			topicSkew.WithLabelValues(topic).Set(s.Ratio)
+			alert := 0.0
+			// Below a few records per partition the ratio is noise, not a hot key.
+			if s.Alert() && s.Mean >= minSkewMean {
+				alert = 1
+				if !alerting[topic] {
+					log.Warn("partition skew above alert threshold", "topic", topic, "skew", s.Ratio, "partition", s.MaxPartition, "records", s.Max, "mean", s.Mean)
+				}
+			}
+			alerting[topic] = alert == 1
+			topicSkewAlert.WithLabelValues(topic).Set(alert)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// running holds the processors of this process, for the recovery collector.
+var running sync.Map // *Processor → struct{}
+
+type recoveryCollector struct{ remaining, recovered *prometheus.Desc }
+
+func init() {
+	prometheus.MustRegister(recoveryCollector{
+		remaining: prometheus.NewDesc("fencestream_table_recovery_remaining_records",
+			"Records of a group-table partition still to recover (hwm - offset); 0 once recovered.", []string{"group", "partition", "mode"}, nil),
+		recovered: prometheus.NewDesc("fencestream_table_recovered",
+			"1 when a group-table partition of this instance has recovered (active or hot standby).", []string{"group", "partition", "mode"}, nil),
+	})
+}
+
+func (c recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.remaining
+	ch <- c.recovered
+}
+
+func (c recoveryCollector) Collect(ch chan<- prometheus.Metric) {
+	running.Range(func(k, _ any) bool {
+		p := k.(*Processor)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st := p.StatsWithContext(ctx)
+		cancel()
+		if st == nil {
+			return true
+		}
+		for part, pp := range st.Group {
+			if pp == nil || pp.TableStats == nil {
+				continue
+			}
+			ts := pp.TableStats
+			mode := "active"
+			if ts.RunMode != 0 {
+				mode = "standby"
+			}
+			labels := []string{p.name, strconv.Itoa(int(part)), mode}
+			rem := 0.0
+			if ts.Recovery != nil && ts.Recovery.Hwm > ts.Recovery.Offset+1 {
+				rem = float64(ts.Recovery.Hwm - ts.Recovery.Offset - 1)
+			}
+			done := 0.0
+			if ts.Status == goka.PartitionRunning {
+				done = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, rem, labels...)
+			ch <- prometheus.MustNewConstMetric(c.recovered, prometheus.GaugeValue, done, labels...)
+		}
+		return true
+	})
+}
