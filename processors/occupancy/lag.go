@@ -2,6 +2,7 @@ package occupancy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/topology"
@@ -116,6 +118,10 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 	committed, err := adm.FetchOffsets(ctx, topology.GroupOccupancy)
 	if err == nil {
 		err = committed.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// The group has not committed yet: every partition lags from its start.
+		committed, err = kadm.OffsetResponses{}, nil
 	}
 	if err != nil {
 		return rep, fmt.Errorf("occupancy lag: committed offsets of group %s: %w", topology.GroupOccupancy, err)
