@@ -1,0 +1,60 @@
+package group_test
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+)
+
+// A group is built from its topology declaration; Graph refuses it until its
+// handlers and outputs are exactly what the declaration names.
+func ExampleGroup_Graph() {
+	topo := &topology.Topology{
+		Name: "counter",
+		Topics: []topology.Topic{
+			{Name: "clicks", Key: "user_id", Partitions: 6, Cleanup: topology.CleanupDelete},
+			{Name: "clicks-counter-table", Key: "user_id", Partitions: 6, Cleanup: topology.CleanupCompact},
+		},
+		Processors: []topology.Processor{{
+			Group:   "clicks-counter",
+			Streams: []string{"clicks"},
+			Table:   "clicks-counter-table",
+			Flows:   []topology.Flow{{From: "clicks", To: "clicks-counter-table"}},
+		}},
+	}
+	log := slog.New(slog.DiscardHandler)
+	// Any generated protobuf types work; the geofencing ones stand in here.
+	type (
+		State = geofencepb.DeviceState
+		Ctx   = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+	)
+
+	g := group.New[State](topo, "clicks-counter", log)
+	fmt.Println("group:", g.Name())
+	if _, err := g.Graph(); err != nil {
+		fmt.Println("refused:", err)
+	}
+
+	group.Stream(g, "clicks", func(c *Ctx, p *geofencepb.Ping) error {
+		st := c.State()
+		if st == nil {
+			st = &State{DeviceId: c.Key()}
+		}
+		st.Pings++
+		c.SetState(st)
+		return nil
+	})
+	gg, err := g.Graph()
+	fmt.Println("built:", gg.Group(), "table:", gg.GroupTable().Topic(), err)
+
+	_, err = group.New[State](topo, "clicks-mailer", log).Graph()
+	fmt.Println("refused:", err)
+	// Output:
+	// group: clicks-counter
+	// refused: group clicks-counter does not match its topology declaration: declared stream input clicks has no handler
+	// built: clicks-counter table: clicks-counter-table <nil>
+	// refused: group clicks-mailer: not declared in topology counter
+}

@@ -1,0 +1,304 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang/protobuf/proto"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// auditor is a handler that applies pings whose HLC increases, records every
+// AuditHLC outcome, rejects device "reject" and emits device "emit-empty"'s
+// output under an empty key.
+type auditor struct {
+	mu      sync.Mutex
+	audits  []error
+	headers []string
+}
+
+func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
+	a.mu.Lock()
+	a.headers = append(a.headers, string(c.Header("trace")))
+	a.mu.Unlock()
+	switch p.GetDeviceId() {
+	case "reject":
+		return fmt.Errorf("ping of %s is out of range", c.Key())
+	case "emit-empty":
+		c.Emit(topicOut, "", &geofencepb.Trigger{DeviceId: p.GetDeviceId()})
+		return nil
+	}
+	st := c.State()
+	if st == nil {
+		st = &geofencepb.DeviceState{DeviceId: c.Key()}
+	}
+	err := c.AuditHLC(st.GetLastHlc(), p.GetHlc())
+	a.mu.Lock()
+	a.audits = append(a.audits, err)
+	a.mu.Unlock()
+	if err != nil {
+		st.StalePings++
+		c.SetState(st)
+		return nil
+	}
+	st.LastHlc = p.GetHlc()
+	st.Pings++
+	st.Partition = c.Partition()
+	c.SetState(st)
+	c.Emit(topicOut, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
+	return nil
+}
+
+func (a *auditor) takeAudits() []error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.audits
+	a.audits = nil
+	return out
+}
+
+type harness struct {
+	tt   *tester.Tester
+	a    *auditor
+	out  *tester.QueueTracker
+	dlq  *tester.QueueTracker
+	proc *group.Processor
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{tt: tester.New(t), a: &auditor{}}
+	proc, err := validGroup(testTopology(2), h.a.handle).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.proc = proc
+	runUntilCleanup(t, proc.Run)
+	h.out = h.tt.NewQueueTracker(topicOut)
+	h.dlq = h.tt.NewQueueTracker("deadletter")
+	return h
+}
+
+// runUntilCleanup runs fn in a goroutine until the test ends, then cancels it
+// and expects a clean stop within a deadline.
+func runUntilCleanup(t *testing.T, fn func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("stopped with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("did not stop within 30s")
+		}
+	})
+}
+
+type deadLetter struct {
+	key     string
+	value   []byte
+	headers goka.Headers
+}
+
+func (h *harness) nextDeadLetter(t *testing.T) deadLetter {
+	t.Helper()
+	hdrs, key, raw, ok := h.dlq.NextRawWithHeaders()
+	if !ok {
+		t.Fatal("no dead letter")
+	}
+	return deadLetter{key: key, value: raw, headers: hdrs}
+}
+
+func (h *harness) noMore(t *testing.T) {
+	t.Helper()
+	if k, v, ok := h.dlq.NextRaw(); ok {
+		t.Errorf("unexpected dead letter %q = %x", k, v)
+	}
+	if k, v, ok := h.out.Next(); ok {
+		t.Errorf("unexpected output %q = %v", k, v)
+	}
+}
+
+func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, orig *geofencepb.Ping) {
+	t.Helper()
+	if dl.key != key {
+		t.Errorf("dead letter key %q, want the original %q", dl.key, key)
+	}
+	if got := string(dl.headers[group.HeaderReason]); got != reason {
+		t.Errorf("reason %q, want %q", got, reason)
+	}
+	if got := string(dl.headers[group.HeaderError]); !strings.Contains(got, errPart) {
+		t.Errorf("error header %q does not contain %q", got, errPart)
+	}
+	if got := string(dl.headers[group.HeaderSourceTopic]); got != topicIn {
+		t.Errorf("source topic header %q", got)
+	}
+	if got := string(dl.headers[group.HeaderGroup]); got != testGroup {
+		t.Errorf("group header %q", got)
+	}
+	if string(dl.headers[group.HeaderSourcePartition]) == "" || string(dl.headers[group.HeaderSourceOffset]) == "" {
+		t.Errorf("source partition/offset headers missing: %v", dl.headers)
+	}
+	if orig == nil {
+		if len(dl.value) != 0 {
+			t.Errorf("dead letter of an empty value carries %x", dl.value)
+		}
+		return
+	}
+	var got geofencepb.Ping
+	if err := proto.Unmarshal(dl.value, &got); err != nil {
+		t.Fatalf("dead-letter value is not the original ping: %v", err)
+	}
+	if !proto.Equal(&got, orig) {
+		t.Errorf("dead-letter value %v, want the original %v", &got, orig)
+	}
+}
+
+func TestHandlerErrorDeadLettersInvalid(t *testing.T) {
+	h := newHarness(t)
+	bad := &geofencepb.Ping{DeviceId: "reject", Lat: 91, Lon: 13, Hlc: 7}
+	h.tt.Consume(topicIn, "reject", bad)
+	checkDeadLetter(t, h.nextDeadLetter(t), "reject", group.ReasonInvalid, "ping of reject is out of range", bad)
+	h.noMore(t)
+
+	// Processing continues with the next record.
+	h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
+	if k, v, ok := h.out.Next(); !ok || k != "d1" || v.(*geofencepb.Trigger).GetHlc() != 1 {
+		t.Fatalf("after a rejected record: output %q %v %v", k, v, ok)
+	}
+}
+
+func TestEmitEmptyKeyDeadLetters(t *testing.T) {
+	h := newHarness(t)
+	p := &geofencepb.Ping{DeviceId: "emit-empty", Hlc: 3}
+	h.tt.Consume(topicIn, "emit-empty", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "emit-empty", group.ReasonBadEmitKey, "emit to "+topicOut, p)
+	h.noMore(t) // nothing reached the output topic
+}
+
+func TestBadInputKeyDeadLettersAndNullValueIsSkipped(t *testing.T) {
+	h := newHarness(t)
+	p := &geofencepb.Ping{DeviceId: "d1", Hlc: 1}
+	h.tt.Consume(topicIn, "", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "", group.ReasonBadKey, "", p)
+	h.noMore(t)
+	if audits := h.a.takeAudits(); len(audits) != 0 {
+		t.Errorf("the handler saw a dead-lettered record: %v", audits)
+	}
+
+	// A null value (tombstone) never reaches the handler and does not stop
+	// the processor. (Goka's default NilIgnore drops it before the callback,
+	// so it is not dead-lettered as ReasonEmptyValue either.)
+	h.tt.Consume(topicIn, "d2", nil)
+	h.tt.Consume(topicIn, "d2", &geofencepb.Ping{DeviceId: "d2", Hlc: 4})
+	if k, _, ok := h.out.Next(); !ok || k != "d2" {
+		t.Fatalf("after a null value: output %q %v", k, ok)
+	}
+	if audits := h.a.takeAudits(); len(audits) != 1 {
+		t.Errorf("handler calls after a null value and a ping: %d, want 1", len(audits))
+	}
+}
+
+func TestAuditHLC(t *testing.T) {
+	h := newHarness(t)
+	send := func(hlc uint64) {
+		h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: hlc}, tester.WithHeaders(goka.Headers{"trace": []byte(fmt.Sprint("t", hlc))}))
+	}
+	for _, hlc := range []uint64{10, 5, 10, 11} {
+		send(hlc)
+	}
+	got := h.a.takeAudits()
+	want := []error{nil, group.ErrHLCDecrease, group.ErrHLCDuplicate, nil}
+	if len(got) != len(want) {
+		t.Fatalf("audits %v, want %v", got, want)
+	}
+	for i := range want {
+		if !errors.Is(got[i], want[i]) || (want[i] == nil) != (got[i] == nil) {
+			t.Errorf("audit %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if !errors.Is(got[1], group.ErrHLCDecrease) || errors.Is(got[1], group.ErrHLCDuplicate) {
+		t.Errorf("decrease reported as %v", got[1])
+	}
+	// Stale records were not applied; the state kept the highest HLC.
+	st, _ := h.tt.TableValue(goka.Table(topicTab), "d1").(*geofencepb.DeviceState)
+	if st.GetLastHlc() != 11 || st.GetPings() != 2 || st.GetStalePings() != 2 {
+		t.Fatalf("state %v: want last_hlc 11, 2 applied, 2 stale", st)
+	}
+	var hlcs []uint64
+	for {
+		_, v, ok := h.out.Next()
+		if !ok {
+			break
+		}
+		hlcs = append(hlcs, v.(*geofencepb.Trigger).GetHlc())
+	}
+	if fmt.Sprint(hlcs) != "[10 11]" {
+		t.Errorf("outputs for HLCs %v, want [10 11]", hlcs)
+	}
+	h.a.mu.Lock()
+	defer h.a.mu.Unlock()
+	if strings.Join(h.a.headers, ",") != "t10,t5,t10,t11" {
+		t.Errorf("handler saw headers %v", h.a.headers)
+	}
+}
+
+func TestViewGetOnTester(t *testing.T) {
+	h := newHarness(t)
+	v, err := group.NewView[geofencepb.DeviceState](cluster.Config{}, topicTab, group.ViewTester(h.tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Topic() != topicTab {
+		t.Errorf("Topic() = %q", v.Topic())
+	}
+	if _, err := v.Get("d1"); !errors.Is(err, group.ErrNotRecovered) {
+		t.Fatalf("Get before Run: %v, want ErrNotRecovered", err)
+	}
+	runUntilCleanup(t, v.Run)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := v.WaitRecovered(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// State written by the processor is visible, typed.
+	h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 42})
+	st, err := v.Get("d1")
+	if err != nil || st.GetLastHlc() != 42 || st.GetDeviceId() != "d1" {
+		t.Fatalf("Get(d1) = %v, %v", st, err)
+	}
+	h.tt.SetTableValue(goka.Table(topicTab), "d2", &geofencepb.DeviceState{DeviceId: "d2", Pings: 5})
+	if st, err := v.Get("d2"); err != nil || st.GetPings() != 5 {
+		t.Fatalf("Get(d2) = %v, %v", st, err)
+	}
+	if st, err := v.Get("missing"); err != nil || st != nil {
+		t.Fatalf("Get(missing) = %v, %v; want nil, nil", st, err)
+	}
+	seen := map[string]uint64{}
+	if err := v.Each(func(k string, s *geofencepb.DeviceState) bool { seen[k] = s.GetPings(); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || seen["d1"] != 1 || seen["d2"] != 5 {
+		t.Fatalf("Each saw %v", seen)
+	}
+	n := 0
+	if err := v.Each(func(string, *geofencepb.DeviceState) bool { n++; return false }); err != nil || n != 1 {
+		t.Fatalf("Each stopping early: %d visits, %v", n, err)
+	}
+}
