@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -58,6 +59,12 @@ func run(args []string, stderr io.Writer) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *partitions <= 0 || *partitions > math.MaxInt32 {
+		return fmt.Errorf("--partitions must be between 1 and %d, got %d", math.MaxInt32, *partitions)
 	}
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")

@@ -93,7 +93,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log})}
+	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
+	// Goka's default would drop it silently.
+	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
 	if cfg.tester != nil {
 		popts = append(popts, goka.WithTester(cfg.tester))
 	} else {

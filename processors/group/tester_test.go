@@ -191,7 +191,7 @@ func TestEmitEmptyKeyDeadLetters(t *testing.T) {
 	h.noMore(t) // nothing reached the output topic
 }
 
-func TestBadInputKeyDeadLettersAndNullValueIsSkipped(t *testing.T) {
+func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	h := newHarness(t)
 	p := &geofencepb.Ping{DeviceId: "d1", Hlc: 1}
 	h.tt.Consume(topicIn, "", p)
@@ -201,10 +201,10 @@ func TestBadInputKeyDeadLettersAndNullValueIsSkipped(t *testing.T) {
 		t.Errorf("the handler saw a dead-lettered record: %v", audits)
 	}
 
-	// A null value (tombstone) never reaches the handler and does not stop
-	// the processor. (Goka's default NilIgnore drops it before the callback,
-	// so it is not dead-lettered as ReasonEmptyValue either.)
+	// A null value (tombstone) on a stream never reaches the handler: it is
+	// dead-lettered as an empty value and does not stop the processor.
 	h.tt.Consume(topicIn, "d2", nil)
+	checkDeadLetter(t, h.nextDeadLetter(t), "d2", group.ReasonEmptyValue, "no value", nil)
 	h.tt.Consume(topicIn, "d2", &geofencepb.Ping{DeviceId: "d2", Hlc: 4})
 	if k, _, ok := h.out.Next(); !ok || k != "d2" {
 		t.Fatalf("after a null value: output %q %v", k, ok)

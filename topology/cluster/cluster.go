@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,8 +54,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.Brokers = splitBrokers(s)
 		return nil
 	})
-	c.Brokers = splitBrokers(os.Getenv("FENCESTREAM_BROKERS"))
-	fs.BoolVar(&c.TLS, "tls", os.Getenv("FENCESTREAM_TLS") == "true", "connect to brokers with TLS (env FENCESTREAM_TLS=true)")
+	if env := splitBrokers(os.Getenv("FENCESTREAM_BROKERS")); len(env) > 0 {
+		c.Brokers = env
+	}
+	tlsEnv, _ := strconv.ParseBool(os.Getenv("FENCESTREAM_TLS"))
+	fs.BoolVar(&c.TLS, "tls", tlsEnv, "connect to brokers with TLS (env FENCESTREAM_TLS=true)")
 	fs.StringVar(&c.TLSCAFile, "tls-ca", os.Getenv("FENCESTREAM_TLS_CA"), "PEM CA bundle to verify brokers (env FENCESTREAM_TLS_CA)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert", os.Getenv("FENCESTREAM_TLS_CERT"), "client certificate for mutual TLS (env FENCESTREAM_TLS_CERT)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key", os.Getenv("FENCESTREAM_TLS_KEY"), "client key for mutual TLS (env FENCESTREAM_TLS_KEY)")
