@@ -47,3 +47,19 @@ func v1Messages() map[string]proto.Message {
 		"HotKey": &pb.HotKey{Topic: "pings", Key: "dev-7", RatePerS: 52.5, Salted: true, SaltBuckets: 8, DecidedAtMs: 1_700_000_020_000},
 	}
 }
+
+// v2Messages are the messages schema v2 changed or added, fully populated (but
+// for deprecated fields). Frozen like v1Messages: testdata/v2/*.bin.
+func v2Messages() map[string]proto.Message {
+	fenceState := &pb.FenceState{Phase: pb.Phase_PHASE_INSIDE, CandidateSinceMs: 1_700_000_000_000, CandidateSamples: 4, InsideSinceMs: 1_700_000_015_000, DwellFired: true}
+	entry := &pb.FenceEntry{FenceId: "fence-a", State: fenceState}
+	return map[string]proto.Message{
+		"FenceEntry": entry,
+		"DeviceState": &pb.DeviceState{
+			DeviceId: "dev-1", LastHlc: 111_394_304_000_000_009, LastEventTimeMs: 1_700_000_016_000,
+			LastLat: 50.451, LastLon: 30.521,
+			FenceStates: []*pb.FenceEntry{entry, {FenceId: "fence-b", State: &pb.FenceState{Phase: pb.Phase_PHASE_ENTERING, CandidateSamples: 1}}},
+			Pings:       1234, StalePings: 2, Triggers: 17, CatalogueVersion: 42, Partition: 10,
+		},
+	}
+}

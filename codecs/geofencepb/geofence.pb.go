@@ -654,15 +654,22 @@ type DeviceState struct {
 	LastEventTimeMs int64                  `protobuf:"varint,3,opt,name=last_event_time_ms,json=lastEventTimeMs,proto3" json:"last_event_time_ms,omitempty"`
 	LastLat         float64                `protobuf:"fixed64,4,opt,name=last_lat,json=lastLat,proto3" json:"last_lat,omitempty"`
 	LastLon         float64                `protobuf:"fixed64,5,opt,name=last_lon,json=lastLon,proto3" json:"last_lon,omitempty"`
-	// Only fences whose phase is not a settled OUTSIDE are kept.
+	// The v1 layout of fence_states. Still decoded so state written by v1 is
+	// read (debounce.Upgrade moves it into fence_states); never written.
+	//
+	// Deprecated: Marked as deprecated in fencestream/v1/geofence.proto.
 	Fences           map[string]*FenceState `protobuf:"bytes,6,rep,name=fences,proto3" json:"fences,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Pings            uint64                 `protobuf:"varint,7,opt,name=pings,proto3" json:"pings,omitempty"`
 	StalePings       uint64                 `protobuf:"varint,8,opt,name=stale_pings,json=stalePings,proto3" json:"stale_pings,omitempty"`
 	Triggers         uint64                 `protobuf:"varint,9,opt,name=triggers,proto3" json:"triggers,omitempty"`
 	CatalogueVersion uint64                 `protobuf:"varint,10,opt,name=catalogue_version,json=catalogueVersion,proto3" json:"catalogue_version,omitempty"`
 	Partition        int32                  `protobuf:"varint,11,opt,name=partition,proto3" json:"partition,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Fences whose phase is not a settled OUTSIDE, sorted by fence_id. A
+	// repeated field rather than a map: a map entry costs about twice as much to
+	// encode and decode, and this message is decoded and encoded on every ping.
+	FenceStates   []*FenceEntry `protobuf:"bytes,12,rep,name=fence_states,json=fenceStates,proto3" json:"fence_states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeviceState) Reset() {
@@ -730,6 +737,7 @@ func (x *DeviceState) GetLastLon() float64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in fencestream/v1/geofence.proto.
 func (x *DeviceState) GetFences() map[string]*FenceState {
 	if x != nil {
 		return x.Fences
@@ -772,6 +780,66 @@ func (x *DeviceState) GetPartition() int32 {
 	return 0
 }
 
+func (x *DeviceState) GetFenceStates() []*FenceEntry {
+	if x != nil {
+		return x.FenceStates
+	}
+	return nil
+}
+
+// FenceEntry is one fence's debounce state inside DeviceState.
+type FenceEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FenceId       string                 `protobuf:"bytes,1,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
+	State         *FenceState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceEntry) Reset() {
+	*x = FenceEntry{}
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceEntry) ProtoMessage() {}
+
+func (x *FenceEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceEntry.ProtoReflect.Descriptor instead.
+func (*FenceEntry) Descriptor() ([]byte, []int) {
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FenceEntry) GetFenceId() string {
+	if x != nil {
+		return x.FenceId
+	}
+	return ""
+}
+
+func (x *FenceEntry) GetState() *FenceState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 // Member is what the occupancy table remembers of one device of a fence.
 type Member struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -786,7 +854,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[6]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +866,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[6]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +879,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{6}
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Member) GetInside() bool {
@@ -864,7 +932,7 @@ type Occupancy struct {
 
 func (x *Occupancy) Reset() {
 	*x = Occupancy{}
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[7]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +944,7 @@ func (x *Occupancy) String() string {
 func (*Occupancy) ProtoMessage() {}
 
 func (x *Occupancy) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[7]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +957,7 @@ func (x *Occupancy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Occupancy.ProtoReflect.Descriptor instead.
 func (*Occupancy) Descriptor() ([]byte, []int) {
-	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{7}
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Occupancy) GetFenceId() string {
@@ -988,7 +1056,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1068,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1081,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{8}
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HotKey) GetTopic() string {
@@ -1108,24 +1176,29 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11candidate_samples\x18\x03 \x01(\rR\x10candidateSamples\x12&\n" +
 	"\x0finside_since_ms\x18\x04 \x01(\x03R\rinsideSinceMs\x12\x1f\n" +
 	"\vdwell_fired\x18\x05 \x01(\bR\n" +
-	"dwellFired\"\xde\x03\n" +
+	"dwellFired\"\xa1\x04\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12+\n" +
 	"\x12last_event_time_ms\x18\x03 \x01(\x03R\x0flastEventTimeMs\x12\x19\n" +
 	"\blast_lat\x18\x04 \x01(\x01R\alastLat\x12\x19\n" +
-	"\blast_lon\x18\x05 \x01(\x01R\alastLon\x12?\n" +
-	"\x06fences\x18\x06 \x03(\v2'.fencestream.v1.DeviceState.FencesEntryR\x06fences\x12\x14\n" +
+	"\blast_lon\x18\x05 \x01(\x01R\alastLon\x12C\n" +
+	"\x06fences\x18\x06 \x03(\v2'.fencestream.v1.DeviceState.FencesEntryB\x02\x18\x01R\x06fences\x12\x14\n" +
 	"\x05pings\x18\a \x01(\x04R\x05pings\x12\x1f\n" +
 	"\vstale_pings\x18\b \x01(\x04R\n" +
 	"stalePings\x12\x1a\n" +
 	"\btriggers\x18\t \x01(\x04R\btriggers\x12+\n" +
 	"\x11catalogue_version\x18\n" +
 	" \x01(\x04R\x10catalogueVersion\x12\x1c\n" +
-	"\tpartition\x18\v \x01(\x05R\tpartition\x1aU\n" +
+	"\tpartition\x18\v \x01(\x05R\tpartition\x12=\n" +
+	"\ffence_states\x18\f \x03(\v2\x1a.fencestream.v1.FenceEntryR\vfenceStates\x1aU\n" +
 	"\vFencesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05value:\x028\x01\"Y\n" +
+	"\n" +
+	"FenceEntry\x12\x19\n" +
+	"\bfence_id\x18\x01 \x01(\tR\afenceId\x120\n" +
+	"\x05state\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05state\"~\n" +
 	"\x06Member\x12\x16\n" +
 	"\x06inside\x18\x01 \x01(\bR\x06inside\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12&\n" +
@@ -1185,7 +1258,7 @@ func file_fencestream_v1_geofence_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_v1_geofence_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(TriggerType)(0),         // 0: fencestream.v1.TriggerType
 	(TriggerReason)(0),       // 1: fencestream.v1.TriggerReason
@@ -1196,26 +1269,29 @@ var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(*Trigger)(nil),          // 6: fencestream.v1.Trigger
 	(*FenceState)(nil),       // 7: fencestream.v1.FenceState
 	(*DeviceState)(nil),      // 8: fencestream.v1.DeviceState
-	(*Member)(nil),           // 9: fencestream.v1.Member
-	(*Occupancy)(nil),        // 10: fencestream.v1.Occupancy
-	(*HotKey)(nil),           // 11: fencestream.v1.HotKey
-	nil,                      // 12: fencestream.v1.DeviceState.FencesEntry
-	nil,                      // 13: fencestream.v1.Occupancy.MembersEntry
+	(*FenceEntry)(nil),       // 9: fencestream.v1.FenceEntry
+	(*Member)(nil),           // 10: fencestream.v1.Member
+	(*Occupancy)(nil),        // 11: fencestream.v1.Occupancy
+	(*HotKey)(nil),           // 12: fencestream.v1.HotKey
+	nil,                      // 13: fencestream.v1.DeviceState.FencesEntry
+	nil,                      // 14: fencestream.v1.Occupancy.MembersEntry
 }
 var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	4,  // 0: fencestream.v1.Fence.settings:type_name -> fencestream.v1.DebounceSettings
 	0,  // 1: fencestream.v1.Trigger.type:type_name -> fencestream.v1.TriggerType
 	1,  // 2: fencestream.v1.Trigger.reason:type_name -> fencestream.v1.TriggerReason
 	2,  // 3: fencestream.v1.FenceState.phase:type_name -> fencestream.v1.Phase
-	12, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
-	13, // 5: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
-	7,  // 6: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
-	9,  // 7: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
+	9,  // 5: fencestream.v1.DeviceState.fence_states:type_name -> fencestream.v1.FenceEntry
+	7,  // 6: fencestream.v1.FenceEntry.state:type_name -> fencestream.v1.FenceState
+	14, // 7: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
+	7,  // 8: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
+	10, // 9: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_v1_geofence_proto_init() }
@@ -1229,7 +1305,7 @@ func file_fencestream_v1_geofence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_v1_geofence_proto_rawDesc), len(file_fencestream_v1_geofence_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

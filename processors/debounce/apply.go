@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -113,25 +114,30 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 	snap.Near(p.GetLat(), p.GetLon(), margin, a.visit)
 	out := a.out
 	// Fences with live state that Near did not reach: the device is far outside
-	// them (or they were deleted).
-	for id, prev := range st.Fences {
-		if contains(a.visited, id) {
-			continue
-		}
-		f, ok := snap.Get(id)
-		if !ok {
-			delete(st.Fences, id)
-			out.Changed = true
-			if prev.GetPhase() == geofencepb.Phase_PHASE_INSIDE || prev.GetPhase() == geofencepb.Phase_PHASE_EXITING {
-				out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, p, snap.Version()))
+	// them (or they were deleted). Iterate over a copy: record edits the slice.
+	if len(st.FenceStates) > 0 {
+		a.pending = append(a.pending[:0], st.FenceStates...)
+		for _, e := range a.pending {
+			id, prev := e.FenceId, e.State
+			if contains(a.visited, id) {
+				continue
 			}
-			continue
+			f, ok := snap.Get(id)
+			if !ok {
+				setFenceState(st, id, nil)
+				out.Changed = true
+				if prev.GetPhase() == geofencepb.Phase_PHASE_INSIDE || prev.GetPhase() == geofencepb.Phase_PHASE_EXITING {
+					out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, p, snap.Version()))
+				}
+				continue
+			}
+			a.sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
+			next, fired := Step(prev, a.sample, Resolved(defaults, &f))
+			record(st, &out, id, prev, next, fired, p, snap.Version())
 		}
-		a.sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
-		next, fired := Step(prev, a.sample, Resolved(defaults, &f))
-		record(st, &out, id, prev, next, fired, p, snap.Version())
 	}
-	*a = applier{visit: a.visit, visited: a.visited[:0]}
+	clear(a.pending)
+	*a = applier{visit: a.visit, visited: a.visited[:0], pending: a.pending[:0]}
 	applierPool.Put(a)
 	st.LastHlc = p.GetHlc()
 	st.LastEventTimeMs = max(st.LastEventTimeMs, p.GetDeviceTimeMs())
@@ -151,7 +157,8 @@ type applier struct {
 	defaults Settings
 	sample   Sample
 	out      Outcome
-	visited  []string // fences with live state seen via Near; usually 0–2
+	visited  []string // fences stepped via Near; usually 0–2
+	pending  []*geofencepb.FenceEntry
 	visit    func(*fences.Fence) bool
 }
 
@@ -162,10 +169,10 @@ var applierPool = sync.Pool{New: func() any {
 }}
 
 func (a *applier) step(f *fences.Fence) bool {
-	prev := a.st.Fences[f.ID]
-	if prev != nil {
-		a.visited = append(a.visited, f.ID)
-	}
+	prev := FenceStateOf(a.st, f.ID)
+	// Every fence stepped here is marked, including ones that only now got
+	// state, so the sweep over live state below never steps one twice.
+	a.visited = append(a.visited, f.ID)
 	a.sample.Distance = f.SignedDistance(a.p.GetLat(), a.p.GetLon())
 	next, fired := Step(prev, a.sample, Resolved(a.defaults, f))
 	record(a.st, &a.out, f.ID, prev, next, fired, a.p, a.snap.Version())
@@ -175,14 +182,7 @@ func (a *applier) step(f *fences.Fence) bool {
 func record(st *geofencepb.DeviceState, out *Outcome, id string, prev, next *geofencepb.FenceState, fired []Transition, p *geofencepb.Ping, version uint64) {
 	if next != prev {
 		out.Changed = true
-		if next == nil {
-			delete(st.Fences, id)
-		} else {
-			if st.Fences == nil {
-				st.Fences = map[string]*geofencepb.FenceState{}
-			}
-			st.Fences[id] = next
-		}
+		setFenceState(st, id, next)
 		if abandoned(prev, next) {
 			out.FlapsSuppressed++
 		}
@@ -233,7 +233,8 @@ func trigger(device, fence string, typ geofencepb.TriggerType, reason geofencepb
 // st.LastHlc advances to it, so the exit orders after everything the device sent.
 func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defaults Settings) []*geofencepb.Trigger {
 	var out []*geofencepb.Trigger
-	for id, prev := range st.Fences {
+	for _, e := range slices.Clone(st.FenceStates) {
+		id, prev := e.FenceId, e.State
 		cfg := defaults
 		if f, ok := snap.Get(id); ok {
 			cfg = Resolved(defaults, &f)
@@ -241,15 +242,11 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 		next, t, fired := Timeout(prev, st.LastEventTimeMs, nowMs, cfg)
 		if !fired {
 			if next == nil { // a silent candidate ENTER is dropped without a trigger
-				delete(st.Fences, id)
+				setFenceState(st, id, nil)
 			}
 			continue
 		}
-		if next == nil {
-			delete(st.Fences, id)
-		} else {
-			st.Fences[id] = next
-		}
+		setFenceState(st, id, next)
 		st.LastHlc++
 		out = append(out, &geofencepb.Trigger{
 			TriggerId:        TriggerID(st.DeviceId, id, t.Type, st.LastHlc),

@@ -172,8 +172,8 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 		if err != nil || st == nil {
 			t.Fatalf("view.Get(%s) = %v, %v: a view with the wrong hasher looks in the wrong partition", dev, st, err)
 		}
-		if st.Partition != p || st.Pings != 4 || st.Fences["zone-1"].GetPhase() != geofencepb.Phase_PHASE_INSIDE {
-			t.Fatalf("state of %s: partition %d (want %d), pings %d, fences %v", dev, st.Partition, p, st.Pings, st.Fences)
+		if st.Partition != p || st.Pings != 4 || debounce.FenceStateOf(st, "zone-1").GetPhase() != geofencepb.Phase_PHASE_INSIDE {
+			t.Fatalf("state of %s: partition %d (want %d), pings %d, fences %v", dev, st.Partition, p, st.Pings, st.FenceStates)
 		}
 	}
 	// The two poison records are dead-lettered with their reasons.

@@ -111,6 +111,7 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if st == nil {
 		st = &geofencepb.DeviceState{DeviceId: c.Key()}
 	}
+	Upgrade(st)
 	st.Partition = c.Partition()
 	if err := c.AuditHLC(st.GetLastHlc(), p.GetHlc()); err != nil {
 		stalePings.Inc()
@@ -156,7 +157,11 @@ func (d *Debouncer) sweepNow(p int32, wall time.Time, timeout time.Duration) int
 
 func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
 	st := c.State()
-	if st == nil || len(st.Fences) == 0 {
+	if st == nil {
+		return
+	}
+	Upgrade(st)
+	if len(st.FenceStates) == 0 {
 		return
 	}
 	now := d.sweepNow(c.Partition(), wall, d.cfg.defaults.SilenceTimeout)

@@ -149,7 +149,7 @@ func TestProcessorEmitsDebouncedEnterAndExit(t *testing.T) {
 		t.Fatalf("trigger id %q, want %q", enter.TriggerId, want)
 	}
 	st := h.state("veh-1")
-	if st == nil || st.Fences["zone-1"].GetPhase() != geofencepb.Phase_PHASE_INSIDE || st.Pings != 4 || st.LastHlc != h.hlc {
+	if st == nil || debounce.FenceStateOf(st, "zone-1").GetPhase() != geofencepb.Phase_PHASE_INSIDE || st.Pings != 4 || st.LastHlc != h.hlc {
 		t.Fatalf("state after ENTER: %v", st)
 	}
 	// One outside sample among inside ones is a flap, not an exit.
@@ -162,8 +162,8 @@ func TestProcessorEmitsDebouncedEnterAndExit(t *testing.T) {
 	if len(got) != 1 || got[0].Type != geofencepb.TriggerType_TRIGGER_TYPE_EXIT || got[0].Reason != geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED {
 		t.Fatalf("want one confirmed EXIT, got %v", got)
 	}
-	if st := h.state("veh-1"); len(st.Fences) != 0 {
-		t.Fatalf("settled OUTSIDE must leave no per-fence state, got %v", st.Fences)
+	if st := h.state("veh-1"); len(st.FenceStates) != 0 {
+		t.Fatalf("settled OUTSIDE must leave no per-fence state, got %v", st.FenceStates)
 	}
 }
 
@@ -176,8 +176,8 @@ func TestProcessorDropsStalePingsByHLC(t *testing.T) {
 	if st.Pings != 1 || st.StalePings != 2 || st.LastHlc != 100 {
 		t.Fatalf("stale pings must not be applied: pings=%d stale=%d last_hlc=%d", st.Pings, st.StalePings, st.LastHlc)
 	}
-	if len(st.Fences) != 0 {
-		t.Fatalf("stale inside ping started a candidate: %v", st.Fences)
+	if len(st.FenceStates) != 0 {
+		t.Fatalf("stale inside ping started a candidate: %v", st.FenceStates)
 	}
 }
 

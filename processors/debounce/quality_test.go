@@ -170,7 +170,7 @@ func TestQualityAgainstGroundTruth(t *testing.T) {
 			t.Logf("parked %s (%.0f m %s %s) emitted %d triggers for it: %v", dev, pt.DistanceM, side(pt.Inside), pt.FenceID, n, got[dev])
 		}
 		if pt.DistanceM > settingsOf(pt.FenceID).Hysteresis+3*sim.Config().NoiseSigmaM {
-			inside := states[dev].Fences[pt.FenceID].GetPhase() == geofencepb.Phase_PHASE_INSIDE
+			inside := debounce.FenceStateOf(states[dev], pt.FenceID).GetPhase() == geofencepb.Phase_PHASE_INSIDE
 			if inside != pt.Inside {
 				wrongSide++
 				t.Logf("far parked %s settled %s, truly %s", dev, side(inside), side(pt.Inside))

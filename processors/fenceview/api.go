@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/paulmach/orb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -415,7 +417,10 @@ func (s *Server) handleDevice(w http.ResponseWriter, r *http.Request) {
 	if st.GetLastHlc() != 0 {
 		d.LastHLCWall = hlc.Time(hlc.Timestamp(st.GetLastHlc())).UTC().Format(time.RFC3339Nano)
 	}
-	for fid, fst := range st.GetFences() {
+	st = proto.Clone(st).(*geofencepb.DeviceState) // Upgrade edits; the source's value is shared
+	debounce.Upgrade(st)
+	for _, e := range st.GetFenceStates() {
+		fid, fst := e.GetFenceId(), e.GetState()
 		fj := FenceStateJSON{
 			FenceID:          fid,
 			Phase:            strings.TrimPrefix(fst.GetPhase().String(), "PHASE_"),

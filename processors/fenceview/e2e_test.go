@@ -149,7 +149,7 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 		id := fmt.Sprintf("vehicle-%03d", i)
 		produce(t, ctx, kc, topology.TopicDebouncer, id, &geofencepb.DeviceState{
 			DeviceId: id, LastHlc: uint64(1000 + i), LastEventTimeMs: 1_700_000_000_000 + int64(i), Pings: uint64(i + 1),
-			Fences: map[string]*geofencepb.FenceState{"park-tiergarten": {Phase: geofencepb.Phase_PHASE_INSIDE}},
+			FenceStates: []*geofencepb.FenceEntry{{FenceId: "park-tiergarten", State: &geofencepb.FenceState{Phase: geofencepb.Phase_PHASE_INSIDE}}},
 		}, e2ePartitions)
 	}
 	for i, f := range demo[1:] {

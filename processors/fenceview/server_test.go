@@ -45,6 +45,7 @@ func newFixture(t *testing.T, opts ...fenceview.Opt) *fixture {
 	f.occ.put(&geofencepb.Occupancy{FenceId: "gone-fence", Count: 2, Devices: []string{"g1", "g2"}})
 	f.devs.put(&geofencepb.DeviceState{DeviceId: "dev-1", LastHlc: 1_700_000_000_000<<16 | 3, LastEventTimeMs: 1_700_000_000_000, LastLat: 52.51, LastLon: 13.35,
 		Pings: 42, StalePings: 1, Triggers: 2, CatalogueVersion: 7, Partition: 9,
+		// The v1 layout (a map): the API reads it through debounce.Upgrade.
 		Fences: map[string]*geofencepb.FenceState{
 			"station-zoo":     {Phase: geofencepb.Phase_PHASE_ENTERING, CandidateSinceMs: 1_699_999_990_000, CandidateSamples: 1},
 			"park-tiergarten": {Phase: geofencepb.Phase_PHASE_INSIDE, InsideSinceMs: 1_699_999_000_000, DwellFired: true},
