@@ -8,7 +8,24 @@ import (
 
 // Murmur2 is Kafka's default partitioner hash (org.apache.kafka.common.utils.Utils.murmur2),
 // computed here so that a library or broker upgrade cannot silently relocate keys.
-func Murmur2(data []byte) uint32 {
+func Murmur2(data []byte) uint32 { return murmur2(data) }
+
+// PositiveMurmur2 is murmur2 with the sign bit cleared, as Kafka's Java client uses it
+// (Utils.toPositive). Math.abs would disagree on about half the keys whose hash is negative.
+func PositiveMurmur2(data []byte) uint32 { return murmur2(data) & 0x7fffffff }
+
+// PartitionFor is the partition Kafka's default partitioner gives key on a topic with
+// the given number of partitions: (murmur2(utf8 key) & 0x7fffffff) % partitions.
+// It returns -1 when partitions is not positive.
+func PartitionFor(key string, partitions int32) int32 {
+	if partitions <= 0 {
+		return -1
+	}
+	// Generic over string and []byte: hashing the key costs no []byte copy.
+	return int32((murmur2(key) & 0x7fffffff) % uint32(partitions))
+}
+
+func murmur2[T ~string | ~[]byte](data T) uint32 {
 	const (
 		seed uint32 = 0x9747b28c
 		m    uint32 = 0x5bd1e995
@@ -40,55 +57,6 @@ func Murmur2(data []byte) uint32 {
 	h *= m
 	h ^= h >> 15
 	return h
-}
-
-// PositiveMurmur2 is murmur2 with the sign bit cleared, as Kafka's Java client uses it
-// (Utils.toPositive). Math.abs would disagree on about half the keys whose hash is negative.
-func PositiveMurmur2(data []byte) uint32 { return Murmur2(data) & 0x7fffffff }
-
-// PartitionFor is the partition Kafka's default partitioner gives key on a topic with
-// the given number of partitions: (murmur2(utf8 key) & 0x7fffffff) % partitions.
-// It returns -1 when partitions is not positive.
-func PartitionFor(key string, partitions int32) int32 {
-	if partitions <= 0 {
-		return -1
-	}
-	return int32(positiveMurmur2String(key) % uint32(partitions))
-}
-
-// positiveMurmur2String avoids the []byte(key) copy on the hot path.
-func positiveMurmur2String(key string) uint32 {
-	const (
-		seed uint32 = 0x9747b28c
-		m    uint32 = 0x5bd1e995
-		r           = 24
-	)
-	length := len(key)
-	h := seed ^ uint32(length)
-	i := 0
-	for ; i+4 <= length; i += 4 {
-		k := uint32(key[i]) | uint32(key[i+1])<<8 | uint32(key[i+2])<<16 | uint32(key[i+3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-	}
-	switch length - i {
-	case 3:
-		h ^= uint32(key[i+2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(key[i+1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(key[i])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return h & 0x7fffffff
 }
 
 // murmur2Hash adapts the pinned partitioner to hash.Hash32, the form Goka asks for.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // SkewAlert is the alert threshold: a topic whose busiest partition holds more
@@ -59,6 +60,17 @@ func MeasureSkew(ctx context.Context, adm *kadm.Client, topic string) (Skew, err
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return Skew{}, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	for _, set := range []kadm.ListedOffsets{starts, ends} {
+		ps, ok := set[topic]
+		if !ok {
+			return Skew{}, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+		}
+		for _, o := range ps {
+			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+				return Skew{}, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+			}
+		}
 	}
 	counts := map[int32]int64{}
 	var errs []error

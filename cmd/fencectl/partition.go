@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/fencestream/fencestream/topology"
 )
@@ -115,51 +114,12 @@ and exits with code 3.`)
 func partitionCounts(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) (map[int32]int64, error) {
 	rctx, cancel := kf.requestCtx(ctx)
 	defer cancel()
-	starts, err := adm.ListStartOffsets(rctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	sk, err := topology.MeasureSkew(rctx, adm, topic)
+	if errors.Is(err, topology.ErrUnknownTopic) {
+		return nil, fmt.Errorf("topic %q does not exist on the broker (fencectl topology describe lists the declared topics)", topic)
 	}
-	ends, err := adm.ListEndOffsets(rctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
-	}
-	if err := unknownTopic(topic, starts, ends); err != nil {
 		return nil, err
 	}
-	counts := map[int32]int64{}
-	var errs []error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			errs = append(errs, fmt.Errorf("end offset of %s/%d: %w", o.Topic, o.Partition, o.Err))
-			return
-		}
-		s, ok := starts.Lookup(topic, o.Partition)
-		if !ok || s.Err != nil {
-			errs = append(errs, fmt.Errorf("start offset of %s/%d missing", o.Topic, o.Partition))
-			return
-		}
-		counts[o.Partition] = o.Offset - s.Offset
-	})
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if len(counts) == 0 {
-		return nil, fmt.Errorf("topic %q does not exist on the broker", topic)
-	}
-	return counts, nil
-}
-
-func unknownTopic(topic string, sets ...kadm.ListedOffsets) error {
-	for _, s := range sets {
-		ps, ok := s[topic]
-		if !ok {
-			return fmt.Errorf("topic %q does not exist on the broker (fencectl topology describe lists the declared topics)", topic)
-		}
-		for _, o := range ps {
-			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
-				return fmt.Errorf("topic %q does not exist on the broker (fencectl topology describe lists the declared topics)", topic)
-			}
-		}
-	}
-	return nil
+	return sk.Counts, nil
 }

@@ -38,7 +38,7 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--brokers", "127.0.0.1:1"}, "--state-dir is required"},
 		{[]string{"--state-dir", t.TempDir()}, "no brokers given (set --brokers or FENCESTREAM_BROKERS)"},
-		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--partitions", "0"}, "--partitions must be positive"},
+		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--partitions", "0"}, "--partitions must be between 1 and"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--devices-cap", "-1"}, "--devices-cap must be positive"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--log-level", "loud"}, "--log-level"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--sasl-mechanism", "KERBEROS"}, "unknown SASL mechanism"},
