@@ -97,7 +97,7 @@ func TestQualityAgainstGroundTruth(t *testing.T) {
 		}
 	}
 	var missed, spurious, duplicates, late int
-	var lat []time.Duration
+	var lat, beyond []time.Duration // after the true crossing; and beyond the fence's dwell
 	interval := sim.Config().Interval
 	for k, ws := range want {
 		hs := have[k]
@@ -113,6 +113,7 @@ func TestQualityAgainstGroundTruth(t *testing.T) {
 			}
 			d := time.Duration(h.timeMs-w.TimeMs) * time.Millisecond
 			lat = append(lat, d)
+			beyond = append(beyond, d-settingsOf(k.fence).MinDwell)
 			// The bound is the fence's configured dwell plus one sample, counted
 			// from when the true path cleared the zone where a sample can be
 			// evidence: the accuracy circle inside the edge (ENTER), the
@@ -200,8 +201,10 @@ func TestQualityAgainstGroundTruth(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	trueN := len(truth.Transitions)
 	t.Logf("true transitions %d; missed %d; duplicates %d; late %d; spurious %d (%.2f%%)", trueN, missed, duplicates, late, spurious, 100*float64(spurious)/float64(trueN))
+	sort.Slice(beyond, func(i, j int) bool { return beyond[i] < beyond[j] })
 	if len(lat) > 0 {
-		t.Logf("latency after the true crossing: p50 %v, p99 %v, max %v", lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+		t.Logf("latency after the true crossing: p50 %v, p99 %v, max %v; beyond the fence's min dwell: p50 %v, p99 %v, max %v",
+			lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], beyond[len(beyond)/2], beyond[len(beyond)*99/100], beyond[len(beyond)-1])
 	}
 	t.Logf("parked devices %d: triggers %d, flapping devices %d, far parked on the wrong side %d", len(truth.Parked), parkedTriggers, flapping, wrongSide)
 	t.Logf("raw point-in-polygon on the same trace: moving %d triggers (vs %d true), parked %d triggers", rawMoving, trueN, rawParked)
