@@ -240,12 +240,18 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	printBanner(stdout, url, strings.Join(o.cl.Brokers, ","), brokerNote, o)
 
 	g, gctx := errgroup.WithContext(ctx)
+	// One fence catalogue for the debouncer and fenceview.
+	cat := fences.New()
+	follower := fences.NewFollower(o.cl, topology.TopicFences, cat, log.With("component", "fences"))
+	g.Go(func() error { return follower.Run(gctx) })
 	g.Go(func() error {
 		return fenceview.Run(gctx, fenceview.Options{
 			Cluster:        o.cl,
 			Listener:       l,
 			Partitions:     int32(o.partitions),
 			NoCreateTopics: true,
+			Catalogue:      cat,
+			CatalogueReady: follower.Ready(),
 			Log:            log.With("component", "fenceview"),
 		})
 	})
@@ -258,6 +264,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			SweepEvery:   o.sweepEvery,
 			Defaults:     debounce.DefaultSettings(),
 			Log:          log.With("component", "debouncer"),
+			// Shared with fenceview.
+			Catalogue:      cat,
+			CatalogueReady: follower.Ready(),
 		})
 	})
 	g.Go(func() error {

@@ -27,6 +27,12 @@ type RunConfig struct {
 	Log        *slog.Logger
 	// Started, if set, is called with the processor once it is ready.
 	Started func(*group.Processor)
+	// Catalogue, if set, is a catalogue the caller keeps in step with the
+	// fences topic (shared with other components of the process);
+	// CatalogueReady is closed once it has caught up. Default: Run follows the
+	// topic itself.
+	Catalogue      *fences.Catalogue
+	CatalogueReady <-chan struct{}
 }
 
 // Run follows the fence catalogue, waits until it has caught up (a debouncer
@@ -40,8 +46,18 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if rc.SweepEvery <= 0 {
 		rc.SweepEvery = 30 * time.Second
 	}
-	cat := fences.New()
-	follower := fences.NewFollower(cl, topology.TopicFences, cat, log)
+	cat, ready := rc.Catalogue, rc.CatalogueReady
+	var follower *fences.Follower
+	if cat == nil {
+		cat = fences.New()
+		follower = fences.NewFollower(cl, topology.TopicFences, cat, log)
+		ready = follower.Ready()
+	}
+	if ready == nil {
+		closed := make(chan struct{})
+		close(closed)
+		ready = closed
+	}
 	d, err := New(rc.Topology, cat, WithDefaults(rc.Defaults), WithLogger(log))
 	if err != nil {
 		return err
@@ -52,12 +68,14 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return follower.Run(ctx) })
+	if follower != nil {
+		g.Go(func() error { return follower.Run(ctx) })
+	}
 	g.Go(func() error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-follower.Ready():
+		case <-ready:
 		}
 		log.Info("fence catalogue loaded", "fences", cat.Snapshot().Len(), "version", cat.Snapshot().Version())
 		return proc.Run(ctx)
@@ -66,7 +84,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-follower.Ready():
+		case <-ready:
 		}
 		if err := proc.WaitForReadyContext(ctx); err != nil {
 			return nil // ctx ended or the processor failed; its own goroutine reports that
