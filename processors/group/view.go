@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -20,6 +21,10 @@ import (
 type View[M any, PM codecs.Message[M]] struct {
 	v     *goka.View
 	table string
+	// Goka's View.Run clears its partitions without a lock when it returns,
+	// racing with concurrent reads; reads hold mu and stop before Run ends.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // ViewOpt configures NewView.
@@ -73,9 +78,27 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 }
 
 // Run keeps the view up to date until ctx is canceled (then it returns nil).
+// When ctx ends, reads stop (ErrViewStopped) before the Goka view closes.
 func (v *View[M, PM]) Run(ctx context.Context) error {
-	err := v.v.Run(ctx)
-	if err != nil && ctx.Err() != nil {
+	inner, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- v.v.Run(inner) }()
+	var err error
+	finished := false
+	select {
+	case <-ctx.Done():
+	case err = <-done:
+		finished = true
+	}
+	v.mu.Lock()
+	v.closed = true
+	v.mu.Unlock()
+	cancel()
+	if !finished {
+		err = <-done
+	}
+	if ctx.Err() != nil {
 		return nil
 	}
 	if err != nil {
@@ -87,8 +110,28 @@ func (v *View[M, PM]) Run(ctx context.Context) error {
 // ErrNotRecovered is returned by reads before the view has caught up.
 var ErrNotRecovered = errors.New("view has not recovered yet")
 
+// ErrViewStopped is returned by reads once Run has ended.
+var ErrViewStopped = errors.New("view has stopped")
+
+// read runs fn unless the view has stopped.
+func (v *View[M, PM]) read(fn func() error) error {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closed {
+		return fmt.Errorf("view %s: %w", v.table, ErrViewStopped)
+	}
+	return fn()
+}
+
 // Get returns the value of key, or nil when absent.
-func (v *View[M, PM]) Get(key string) (PM, error) {
+func (v *View[M, PM]) Get(key string) (msg PM, err error) {
+	if rerr := v.read(func() error { msg, err = v.get(key); return nil }); rerr != nil {
+		return nil, rerr
+	}
+	return msg, err
+}
+
+func (v *View[M, PM]) get(key string) (PM, error) {
 	if !v.v.Recovered() {
 		return nil, ErrNotRecovered
 	}
@@ -108,6 +151,10 @@ func (v *View[M, PM]) Get(key string) (PM, error) {
 
 // Each visits every entry until fn returns false. Undecodable entries are skipped.
 func (v *View[M, PM]) Each(fn func(key string, value PM) bool) error {
+	return v.read(func() error { return v.each(fn) })
+}
+
+func (v *View[M, PM]) each(fn func(key string, value PM) bool) error {
 	if !v.v.Recovered() {
 		return ErrNotRecovered
 	}
@@ -133,7 +180,11 @@ func (v *View[M, PM]) Each(fn func(key string, value PM) bool) error {
 }
 
 // Recovered reports whether the view has caught up with its table once.
-func (v *View[M, PM]) Recovered() bool { return v.v.Recovered() }
+func (v *View[M, PM]) Recovered() bool {
+	ok := false
+	_ = v.read(func() error { ok = v.v.Recovered(); return nil })
+	return ok
+}
 
 // WaitRecovered blocks until the view has recovered or ctx ends. It polls:
 // holding a Goka state observer while reading Recovered can deadlock, because
@@ -141,7 +192,7 @@ func (v *View[M, PM]) Recovered() bool { return v.v.Recovered() }
 func (v *View[M, PM]) WaitRecovered(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for !v.v.Recovered() {
+	for !v.Recovered() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("view %s: %w", v.table, ctx.Err())
@@ -151,8 +202,12 @@ func (v *View[M, PM]) WaitRecovered(ctx context.Context) error {
 	return nil
 }
 
-// Stats exposes Goka's view statistics (recovery progress, lag per partition).
-func (v *View[M, PM]) Stats(ctx context.Context) *goka.ViewStats { return v.v.Stats(ctx) }
+// Stats exposes Goka's view statistics (recovery progress, lag per partition);
+// nil once the view has stopped.
+func (v *View[M, PM]) Stats(ctx context.Context) (st *goka.ViewStats) {
+	_ = v.read(func() error { st = v.v.Stats(ctx); return nil })
+	return st
+}
 
 // Topic is the table topic.
 func (v *View[M, PM]) Topic() string { return v.table }
