@@ -446,7 +446,15 @@ func TestSkew(t *testing.T) {
 func TestSim(t *testing.T) {
 	addr := withTopology(t, 3)
 	truth := filepath.Join(t.TempDir(), "truth.json")
-	code, out, errs := fencectl(t, "sim", "--brokers", addr, "--devices", "4", "--parked", "2", "--rate", "2",
+	// The topics have 3 partitions: a sim declaring the default 24 must refuse,
+	// or it would hash every key modulo the wrong count.
+	code, out, errs := fencectl(t, "sim", "--brokers", addr, "--devices", "4", "--duration", "20s", "--pace", "0")
+	wantCode(t, code, exitFailure, out, errs)
+	wantContains(t, errs, `topic "pings" has 3 partitions on the broker but the topology declares 24`)
+	if n := records(t, addr, topology.TopicPings); n != 0 {
+		t.Fatalf("a refused sim produced %d records", n)
+	}
+	code, out, errs = fencectl(t, "sim", "--brokers", addr, "--partitions", "3", "--devices", "4", "--parked", "2", "--rate", "2",
 		"--duration", "20s", "--pace", "0", "--seed", "3", "--truth", truth)
 	wantCode(t, code, exitOK, out, errs)
 	const want = 6 * 2 * 20

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -88,6 +90,9 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	clientID := cl.ClientID
 	if clientID == "" {
 		clientID = "fencestream-producer-" + topic.Name
+	}
+	if err := checkPartitions(cl.Brokers, saramaCfg, topic); err != nil {
+		return nil, err
 	}
 	tmCfg := goka.NewTopicManagerConfig()
 	tmCfg.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
@@ -315,3 +320,21 @@ func (r *sharedRef) Close() error {
 }
 
 var _ goka.Producer = (*sharedRef)(nil)
+
+// checkPartitions refuses a topic whose partition count on the broker differs
+// from its declaration: every key would be hashed modulo the wrong number.
+func checkPartitions(brokers []string, sc *sarama.Config, topic topology.Topic) error {
+	client, err := sarama.NewClient(brokers, sc)
+	if err != nil {
+		return fmt.Errorf("produce: connecting to %v: %w", brokers, err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic.Name)
+	if err != nil {
+		return fmt.Errorf("produce: %w", &topology.MismatchError{Topic: topic.Name, Setting: "missing", Declared: strconv.Itoa(int(topic.Partitions))})
+	}
+	if got := len(parts); got != int(topic.Partitions) {
+		return fmt.Errorf("produce: %w", &topology.MismatchError{Topic: topic.Name, Setting: "partitions", Declared: strconv.Itoa(int(topic.Partitions)), Actual: strconv.Itoa(got)})
+	}
+	return nil
+}

@@ -542,3 +542,21 @@ func TestEmitCancelledContext(t *testing.T) {
 		t.Fatalf("%d records sent with a cancelled context", n)
 	}
 }
+
+// TestRefusesTopicWithOtherPartitionCount: a producer whose topic declaration
+// disagrees with the broker would hash every key modulo the wrong number.
+func TestRefusesTopicWithOtherPartitionCount(t *testing.T) {
+	e := start(t)
+	wrong := e.top.MustTopic(topology.TopicPings)
+	wrong.Partitions = 6
+	_, err := produce.New[pb.Ping](e.cluster, wrong)
+	var mm *topology.MismatchError
+	if !errors.As(err, &mm) || mm.Topic != topology.TopicPings || mm.Declared != "6" || mm.Actual != "24" {
+		t.Fatalf("New with 6 declared partitions on a 24-partition topic: %v", err)
+	}
+	missing := wrong
+	missing.Name = "no-such-topic"
+	if _, err := produce.New[pb.Ping](e.cluster, missing); !errors.Is(err, topology.ErrMismatch) {
+		t.Fatalf("New on a missing topic: %v", err)
+	}
+}
