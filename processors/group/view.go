@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -25,6 +26,10 @@ type View[M any, PM codecs.Message[M]] struct {
 	// racing with concurrent reads; reads hold mu and stop before Run ends.
 	mu     sync.RWMutex
 	closed bool
+	// recovered is sticky: Goka's Recovered flips back to false for a moment
+	// when a partition moves from its initial recovery to catching up forever
+	// (Running → Connecting → Running), though its data stays readable.
+	recovered atomic.Bool
 }
 
 // ViewOpt configures NewView.
@@ -132,7 +137,7 @@ func (v *View[M, PM]) Get(key string) (msg PM, err error) {
 }
 
 func (v *View[M, PM]) get(key string) (PM, error) {
-	if !v.v.Recovered() {
+	if !v.recoveredOnce() {
 		return nil, ErrNotRecovered
 	}
 	raw, err := v.v.Get(key)
@@ -155,7 +160,7 @@ func (v *View[M, PM]) Each(fn func(key string, value PM) bool) error {
 }
 
 func (v *View[M, PM]) each(fn func(key string, value PM) bool) error {
-	if !v.v.Recovered() {
+	if !v.recoveredOnce() {
 		return ErrNotRecovered
 	}
 	it, err := v.v.Iterator()
@@ -182,8 +187,19 @@ func (v *View[M, PM]) each(fn func(key string, value PM) bool) error {
 // Recovered reports whether the view has caught up with its table once.
 func (v *View[M, PM]) Recovered() bool {
 	ok := false
-	_ = v.read(func() error { ok = v.v.Recovered(); return nil })
+	_ = v.read(func() error { ok = v.recoveredOnce(); return nil })
 	return ok
+}
+
+func (v *View[M, PM]) recoveredOnce() bool {
+	if v.recovered.Load() {
+		return true
+	}
+	if v.v.Recovered() {
+		v.recovered.Store(true)
+		return true
+	}
+	return false
 }
 
 // WaitRecovered blocks until the view has recovered or ctx ends. It polls:
