@@ -14,17 +14,14 @@ import (
 
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // startBroker starts an embedded broker with its data under t.TempDir and an
 // admin client reaching it over TCP; both are closed when the test ends.
 func startBroker(t *testing.T) (*embedded.Broker, *kadm.Client) {
 	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := embeddedtest.Start(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +20,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/topology"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // TestMainProcess is the binary when run by the tests below.
@@ -70,24 +68,6 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a child's stderr for assertions and failure messages.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 var metricsURL = regexp.MustCompile(`msg="metrics listening" url=(http://127\.0\.0\.1:\d+/metrics)`)
 
 func scrape(url string) string {
@@ -110,11 +90,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
 	}
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := embeddedtest.Start(t)
 	brokers := strings.Join(b.Addrs(), ",")
 
 	cmd := child(context.Background(), "--brokers", brokers, "--state-dir", t.TempDir(), "--metrics-addr", "127.0.0.1:0")
@@ -126,7 +102,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill() //nolint:errcheck // no-op after a clean exit
-	logs := &syncBuffer{}
+	logs := &embeddedtest.SyncBuffer{}
 	urlc := make(chan string, 1)
 	ready := make(chan struct{})
 	drained := make(chan struct{})

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/topology"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // fencectl runs one command line and returns its exit code and output.
@@ -50,11 +50,7 @@ func wantContains(t *testing.T, s string, subs ...string) {
 // broker starts an embedded broker with its data in a temp dir.
 func broker(t *testing.T) string {
 	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := embeddedtest.Start(t)
 	return strings.Join(b.Addrs(), ",")
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/topology"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // Deadlines are generous: a loaded 2-core machine builds, starts Goka groups
@@ -31,24 +31,6 @@ const (
 	startDeadline = 90 * time.Second
 	stopDeadline  = 60 * time.Second
 )
-
-// syncBuffer collects a subprocess's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var (
 	buildOnce sync.Once
@@ -87,13 +69,13 @@ func TestMain(m *testing.M) {
 
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *embeddedtest.SyncBuffer
 	done chan struct{}
 }
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(binary(t), args...), out: &embeddedtest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -492,11 +474,7 @@ func TestUnreachableBrokers(t *testing.T) {
 }
 
 func TestExternalBroker(t *testing.T) {
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := embeddedtest.Start(t)
 	addr := strings.Join(b.Addrs(), ",")
 	data := t.TempDir()
 	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6")

@@ -1,36 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
-
-// syncBuffer is a log sink the test reads while run writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestFlagErrors(t *testing.T) {
 	t.Setenv("FENCESTREAM_BROKERS", "")
@@ -45,7 +25,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "--sasl-mechanism", "MD5"}, "SASL"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 	} {
-		var stderr syncBuffer
+		var stderr embeddedtest.SyncBuffer
 		err := run(context.Background(), c.args, &stderr)
 		if err == nil || !strings.Contains(err.Error()+stderr.String(), c.want) {
 			t.Errorf("run %q: %v (stderr %q), want an error mentioning %q", c.args, err, stderr.String(), c.want)
@@ -57,14 +37,10 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := embeddedtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs embeddedtest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--brokers", strings.Join(b.Addrs(), ","), "--listen", "127.0.0.1:0", "--partitions", "4", "--log-format", "json"}, &logs)

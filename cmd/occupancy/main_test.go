@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 func TestHelp(t *testing.T) {
@@ -70,11 +70,7 @@ func TestRunAndShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
 	}
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := embeddedtest.Start(t)
 	brokers := strings.Join(b.Addrs(), ",")
 	metrics := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,7 +111,7 @@ func TestRunAndShutdown(t *testing.T) {
 		t.Fatal("did not stop within 30s")
 	}
 
-	err = run(context.Background(), []string{"--brokers", brokers, "--state-dir", t.TempDir(), "--partitions", "24", "--metrics-addr", ""}, io.Discard, nil)
+	err := run(context.Background(), []string{"--brokers", brokers, "--state-dir", t.TempDir(), "--partitions", "24", "--metrics-addr", ""}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "partitions") || !strings.Contains(err.Error(), "declares 24") {
 		t.Fatalf("partition mismatch: got %v", err)
 	}

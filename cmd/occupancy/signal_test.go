@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // TestMainProcess is the binary when run by TestSIGTERMStopsCleanly.
@@ -30,11 +30,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
 	}
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := embeddedtest.Start(t)
 	child := func(args string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMainProcess$", "-test.v")
 		cmd.Env = append(os.Environ(), "OCCUPANCY_MAIN_PROCESS=1", "OCCUPANCY_ARGS="+args)

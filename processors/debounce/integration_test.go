@@ -14,19 +14,8 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
-
-// startBroker starts an embedded broker for one test and removes it afterwards.
-func startBroker(t *testing.T) cluster.Config {
-	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return cluster.Config{Brokers: b.Addrs()}
-}
 
 // runDebouncer runs a debouncer against the broker until the test ends.
 func runDebouncer(t *testing.T, cl cluster.Config, d *debounce.Debouncer, stateDir string) *group.Processor {
@@ -53,44 +42,13 @@ func runDebouncer(t *testing.T, cl cluster.Config, d *debounce.Debouncer, stateD
 	return proc
 }
 
-func kgoClient(t *testing.T, cl cluster.Config, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	base, err := cl.Kgo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// consumeAll reads topic from the start until cond holds or the deadline passes.
-func consumeAll(t *testing.T, cl cluster.Config, topic string, cond func([]*kgo.Record) bool) []*kgo.Record {
-	t.Helper()
-	c := kgoClient(t, cl, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	for !cond(recs) {
-		f := c.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%s: condition not met before deadline; have %d records", topic, len(recs))
-		}
-		recs = append(recs, f.Records()...)
-	}
-	return recs
-}
-
 // TestDeviceStateLandsInTheJavaPartition writes pings with franz-go's default
 // producer (Java-compatible murmur2) to a 24-partition topic and shows that each
 // device's state is kept in, written to, and read back from the partition
 // PartitionFor names; poison records in between go to the dead-letter topic and
 // nothing valid is lost.
 func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
-	cl := startBroker(t)
+	cl := embeddedtest.Cluster(t)
 	d, err := debounce.New(topology.Geofence(), testCatalogue(t), debounce.WithDefaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +56,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	runDebouncer(t, cl, d, t.TempDir())
 
 	const devices = 120
-	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
 	ctx := context.Background()
 	pingPartition := map[string]int32{}
 	codec := codecs.For[geofencepb.Ping]()
@@ -133,7 +91,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	}
 
 	// Every device's ENTER arrives on the device's partition of fence-triggers.
-	trigs := consumeAll(t, cl, topology.TopicTriggers, func(r []*kgo.Record) bool { return len(r) >= devices })
+	trigs := embeddedtest.ConsumeUntil(t, cl, topology.TopicTriggers, func(r []*kgo.Record) bool { return len(r) >= devices })
 	for _, r := range trigs {
 		if want := pingPartition[string(r.Key)]; r.Partition != want {
 			t.Fatalf("trigger of %s on partition %d, its pings are on %d", r.Key, r.Partition, want)
@@ -141,7 +99,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	}
 	// State is written to the table topic on the device's partition...
 	seen := map[string]bool{}
-	consumeAll(t, cl, topology.TopicDebouncer, func(recs []*kgo.Record) bool {
+	embeddedtest.ConsumeUntil(t, cl, topology.TopicDebouncer, func(recs []*kgo.Record) bool {
 		for _, r := range recs {
 			if want := pingPartition[string(r.Key)]; r.Partition != want {
 				t.Fatalf("state of %s written to partition %d, want %d", r.Key, r.Partition, want)
@@ -177,7 +135,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 		}
 	}
 	// The two poison records are dead-lettered with their reasons.
-	dl := consumeAll(t, cl, topology.TopicDeadLetter, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	dl := embeddedtest.ConsumeUntil(t, cl, topology.TopicDeadLetter, func(r []*kgo.Record) bool { return len(r) >= 2 })
 	reasons := map[string]bool{}
 	for _, r := range dl {
 		for _, h := range r.Headers {
@@ -195,13 +153,13 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 // group exists; with Goka's default (newest) the records produced while the
 // group joins would be skipped for good. All must be applied.
 func TestNewGroupStartsAtOldestOffset(t *testing.T) {
-	cl := startBroker(t)
+	cl := embeddedtest.Cluster(t)
 	topo := topology.Geofence()
 	// Create topics first, exactly as the binaries would, then produce.
 	if _, err := group.CheckBroker(context.Background(), cl, topo, true); err != nil {
 		t.Fatal(err)
 	}
-	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
 	codec := codecs.For[geofencepb.Ping]()
 	const devices, perDevice = 300, 3
 	var recs []*kgo.Record
@@ -221,7 +179,7 @@ func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	}
 	runDebouncer(t, cl, d, t.TempDir())
 	done := map[string]bool{}
-	consumeAll(t, cl, topology.TopicDebouncer, func(rs []*kgo.Record) bool {
+	embeddedtest.ConsumeUntil(t, cl, topology.TopicDebouncer, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
 			st, err := codecs.For[geofencepb.DeviceState]().Unmarshal(r.Value)
 			if err == nil && st.Pings == perDevice {

@@ -14,18 +14,8 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
-
-// tb is what the takeover scenario needs of testing.T and testing.B.
-type tb interface {
-	Helper()
-	Fatal(...any)
-	Fatalf(string, ...any)
-	TempDir() string
-	Cleanup(func())
-	Logf(string, ...any)
-}
 
 type instance struct {
 	proc   *group.Processor
@@ -33,7 +23,7 @@ type instance struct {
 	done   chan error
 }
 
-func startInstance(t tb, cl cluster.Config, standby bool) *instance {
+func startInstance(t testing.TB, cl cluster.Config, standby bool) *instance {
 	t.Helper()
 	d, err := debounce.New(topology.Geofence(), testCatalogueTB(t), debounce.WithDefaults(testSettings()))
 	if err != nil {
@@ -62,14 +52,9 @@ func (in *instance) stop() {
 // takeover preloads the device table with n states, runs two instances of the
 // debouncer group, stops the one that owns device "probe", and returns how long
 // the survivor took to apply a ping for it, plus the probe's state afterwards.
-func takeover(t tb, n int, standby bool) (time.Duration, *geofencepb.DeviceState) {
+func takeover(t testing.TB, n int, standby bool) (time.Duration, *geofencepb.DeviceState) {
 	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cl := cluster.Config{Brokers: b.Addrs()}
+	cl := cluster.Config{Brokers: embeddedtest.Start(t).Addrs()}
 	if _, err := group.CheckBroker(context.Background(), cl, topology.Geofence(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +150,7 @@ func ownsAny(p *group.Processor) bool {
 	return false
 }
 
-func waitReady(t tb, p *group.Processor) {
+func waitReady(t testing.TB, p *group.Processor) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -174,7 +159,7 @@ func waitReady(t tb, p *group.Processor) {
 	}
 }
 
-func waitRecovered(t tb, p *group.Processor) {
+func waitRecovered(t testing.TB, p *group.Processor) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !p.Recovered() {

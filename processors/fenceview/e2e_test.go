@@ -22,7 +22,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 const e2ePartitions = 6
@@ -30,11 +30,7 @@ const e2ePartitions = 6
 // startBroker starts an embedded broker with the geofence topics.
 func startBroker(t *testing.T, ctx context.Context) (cluster.Config, *kgo.Client) {
 	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := embeddedtest.Start(t)
 	cl := cluster.Config{Brokers: b.Addrs(), ClientID: "fenceview-test"}
 	kopts, err := cl.Kgo()
 	if err != nil {

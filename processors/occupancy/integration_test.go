@@ -18,34 +18,10 @@ import (
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 const itPartitions = 12
-
-func startBroker(t *testing.T) cluster.Config {
-	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return cluster.Config{Brokers: b.Addrs()}
-}
-
-func kgoClient(t *testing.T, cl cluster.Config, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	base, err := cl.Kgo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
@@ -188,9 +164,9 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
 	}
-	cl := startBroker(t)
+	cl := embeddedtest.Cluster(t)
 	topo := topology.Geofence(topology.WithPartitions(itPartitions))
-	adm := kadm.NewClient(kgoClient(t, cl))
+	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := topo.Ensure(ctx, adm); err != nil {
@@ -203,7 +179,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	sc := genScenario(r, "", 48, 10, 14)
 	order := sc.withDuplicatesAndReplays(r, sc.pairOrder(r))
 	extras := uint64(len(order) - len(sc.all))
-	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
 
 	// Rule 12: records written before the group first joins are not skipped.
 	half := len(order) / 2
@@ -337,7 +313,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 // fence and sits on the partition the pinned partitioner names.
 func loopPartitions(t *testing.T, cl cluster.Config, want int) {
 	t.Helper()
-	c := kgoClient(t, cl, kgo.ConsumeTopics(topology.TopicOccupancyLoop), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	c := embeddedtest.Client(t, cl, kgo.ConsumeTopics(topology.TopicOccupancyLoop), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	codec := codecs.For[geofencepb.Trigger]()

@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
 // TestPipelineFleetOccupancy runs the debouncer and the occupancy processor
@@ -40,9 +41,9 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	}
 	truth := sim.Truth()
 
-	cl := startBroker(t)
+	cl := embeddedtest.Cluster(t)
 	topo := topology.Geofence(topology.WithPartitions(itPartitions))
-	adm := kadm.NewClient(kgoClient(t, cl))
+	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := topo.Ensure(ctx, adm); err != nil {
@@ -71,7 +72,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	})
 	startOccupancy(t, cl, topo, t.TempDir())
 
-	prod := kgoClient(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
 	codec := codecs.For[geofencepb.Ping]()
 	pings := sim.Pings()
 	recs := make([]*kgo.Record, 0, len(pings))

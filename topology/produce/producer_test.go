@@ -19,7 +19,7 @@ import (
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 	"github.com/fencestream/fencestream/topology/hlc"
 	"github.com/fencestream/fencestream/topology/produce"
 )
@@ -50,11 +50,7 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	b, err := embedded.Start(embedded.DataDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := embeddedtest.Start(t)
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
 	if err != nil {
 		t.Fatal(err)
