@@ -12,6 +12,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -116,15 +117,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vctx, vcancel := context.WithCancel(ctx)
-	vdone := make(chan error, 1)
-	go func() { vdone <- view.Run(vctx) }()
-	t.Cleanup(func() { vcancel(); <-vdone })
-	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer wcancel()
-	if err := view.WaitRecovered(wctx); err != nil {
-		t.Fatal(err)
-	}
+	grouptest.RunView(t, view)
 	for dev, p := range pingPartition {
 		st, err := view.Get(dev)
 		if err != nil || st == nil {

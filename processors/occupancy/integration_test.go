@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -192,18 +193,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vctx, vcancel := context.WithCancel(context.Background())
-	vdone := make(chan error, 1)
-	go func() { vdone <- view.Run(vctx) }()
-	defer func() {
-		vcancel()
-		if err := <-vdone; err != nil {
-			t.Errorf("view: %v", err)
-		}
-	}()
-	if err := view.WaitRecovered(ctx); err != nil {
-		t.Fatal(err)
-	}
+	grouptest.RunView(t, view)
 
 	lagCtx, lagCancel := context.WithCancel(context.Background())
 	lagDone := make(chan error, 1)

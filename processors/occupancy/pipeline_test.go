@@ -16,6 +16,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -91,18 +92,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vctx, vcancel := context.WithCancel(context.Background())
-	vdone := make(chan error, 1)
-	go func() { vdone <- view.Run(vctx) }()
-	defer func() {
-		vcancel()
-		if err := <-vdone; err != nil {
-			t.Errorf("view: %v", err)
-		}
-	}()
-	if err := view.WaitRecovered(ctx); err != nil {
-		t.Fatal(err)
-	}
+	grouptest.RunView(t, view)
 
 	var ids []string
 	for _, f := range snap.All() {

@@ -1,0 +1,35 @@
+// Package grouptest runs group views for tests and stops them when the test
+// ends.
+//
+// Invariant: every view it starts has stopped, and any error it returned has
+// failed the test, before t's cleanup finishes.
+package grouptest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
+)
+
+// RunView runs v until the test ends and returns once it has recovered,
+// failing the test if that takes more than a minute.
+func RunView[M any, PM codecs.Message[M]](t testing.TB, v *group.View[M, PM]) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("view %s: %v", v.Topic(), err)
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := v.WaitRecovered(wctx); err != nil {
+		t.Fatal(err)
+	}
+}
