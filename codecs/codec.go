@@ -32,15 +32,18 @@ type Proto[M any, P Message[M]] struct{}
 // For returns the codec for message type *M, e.g. codecs.For[geofencepb.Ping]().
 func For[M any, P Message[M]]() Proto[M, P] { return Proto[M, P]{} }
 
-// Encode implements goka.Codec. Only *M is accepted: anything else is a
-// programming error reported as an error, never a panic.
+// Encode implements goka.Codec. It accepts *M, or []byte already encoded as
+// *M (the kit encodes an output once, records it and replays the same bytes);
+// anything else is a programming error reported as an error, never a panic.
 func (Proto[M, P]) Encode(value any) ([]byte, error) {
-	m, ok := value.(P)
-	if !ok {
-		var zero P
-		return nil, fmt.Errorf("codecs: cannot encode %T as %s", value, schemaOf(zero))
+	switch m := value.(type) {
+	case P:
+		return proto.Marshal(proto.MessageV1(m))
+	case []byte:
+		return m, nil
 	}
-	return proto.Marshal(proto.MessageV1(m))
+	var zero P
+	return nil, fmt.Errorf("codecs: cannot encode %T as %s", value, schemaOf(zero))
 }
 
 // Decode implements goka.Codec. It never returns an error: undecodable bytes come

@@ -10,6 +10,7 @@ const (
 	TopicHotKeys       = "hot-keys"
 	GroupDebouncer     = "debouncer"
 	TopicDebouncer     = GroupDebouncer + "-table"
+	TopicDebouncerLoop = GroupDebouncer + "-loop"
 	GroupOccupancy     = "occupancy"
 	TopicOccupancyLoop = GroupOccupancy + "-loop"
 	TopicOccupancy     = GroupOccupancy + "-table"
@@ -45,6 +46,8 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Doc: "debounced ENTER/EXIT/DWELL per device, in device order"},
 			{Name: TopicDebouncer, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: n, Cleanup: CleanupCompact,
 				Doc: "debounce state per device, co-located with the device's pings partition"},
+			{Name: TopicDebouncerLoop, Key: "device_id", Value: "fencestream.kit.v1.Tick", Partitions: n, Cleanup: CleanupDelete,
+				Doc: "the debouncer's silence ticks: the sweep decides a device is silent, the loop applies it, so a crash cannot lose a TIMEOUT exit"},
 			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: CleanupDelete,
 				Doc: "triggers re-keyed by fence: the fence-ordered stream"},
 			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: CleanupCompact,
@@ -60,11 +63,15 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Streams:   []string{TopicPings},
 				Broadcast: []string{TopicFences},
 				Emits:     []string{TopicTriggers, TopicDeadLetter},
+				Loop:      TopicDebouncerLoop,
 				Table:     TopicDebouncer,
 				Flows: []Flow{
 					{From: TopicPings, To: TopicDebouncer},
 					{From: TopicPings, To: TopicTriggers},
 					{From: TopicPings, To: TopicDeadLetter},
+					{From: TopicDebouncerLoop, To: TopicDebouncer},
+					{From: TopicDebouncerLoop, To: TopicTriggers},
+					{From: TopicDebouncerLoop, To: TopicDeadLetter},
 				},
 				Doc: "debounces pings into triggers; state per device",
 			},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 // Invalid-ping errors (the processor dead-letters such pings with the reason).
@@ -17,7 +18,6 @@ var (
 	ErrBadCoordinates = errors.New("coordinates are not finite or out of range")
 	ErrBadAccuracy    = errors.New("accuracy is negative or not finite")
 	ErrNoEventTime    = errors.New("device time is missing")
-	ErrNoHLC          = errors.New("ping has no HLC")
 	ErrDeviceMismatch = errors.New("device_id differs from the record key")
 )
 
@@ -32,10 +32,21 @@ func ValidatePing(key string, p *geofencepb.Ping) error {
 		return fmt.Errorf("%w: %v", ErrBadAccuracy, p.GetAccuracyM())
 	case p.GetDeviceTimeMs() <= 0:
 		return ErrNoEventTime
-	case p.GetHlc() == 0:
-		return ErrNoHLC
 	}
 	return nil
+}
+
+// PingHLC is the ping's hybrid logical clock: the producer's, or for a producer
+// that sets none (hlc = 0), one derived from the device time (physical part =
+// device_time_ms, logical 0). 0 when the ping has neither.
+func PingHLC(p *geofencepb.Ping) uint64 {
+	if h := p.GetHlc(); h != 0 {
+		return h
+	}
+	if ms := p.GetDeviceTimeMs(); ms > 0 {
+		return hlc.Pack(ms, 0)
+	}
+	return 0
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -229,10 +240,13 @@ func trigger(device, fence string, typ geofencepb.TriggerType, reason geofencepb
 
 // Expire closes the stays of a silent device: every fence INSIDE or EXITING whose
 // silence (nowMs minus the device's last event time) reached its timeout gets an
-// EXIT with reason TIMEOUT. The trigger's HLC is one above the device's last, and
-// st.LastHlc advances to it, so the exit orders after everything the device sent.
-func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defaults Settings) []*geofencepb.Trigger {
-	var out []*geofencepb.Trigger
+// EXIT with reason TIMEOUT, and a candidate ENTER of a silent device is dropped.
+// The exit's event time is the device's last event time plus the fence's
+// timeout — never nowMs, which only decides whether the timeout has passed — and
+// its HLC is the larger of one above the device's last and that event time, so
+// a replay yields the same trigger and the exit orders after everything the
+// device sent before it. changed reports whether st must be written back.
+func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defaults Settings) (out []*geofencepb.Trigger, changed bool) {
 	for _, e := range slices.Clone(st.FenceStates) {
 		id, prev := e.FenceId, e.State
 		cfg := defaults
@@ -243,18 +257,21 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 		if !fired {
 			if next == nil { // a silent candidate ENTER is dropped without a trigger
 				setFenceState(st, id, nil)
+				changed = true
 			}
 			continue
 		}
 		setFenceState(st, id, next)
-		st.LastHlc++
+		changed = true
+		eventMs := st.LastEventTimeMs + cfg.SilenceTimeout.Milliseconds()
+		st.LastHlc = max(st.LastHlc+1, hlc.Pack(eventMs, 0))
 		out = append(out, &geofencepb.Trigger{
 			TriggerId:        TriggerID(st.DeviceId, id, t.Type, st.LastHlc),
 			DeviceId:         st.DeviceId,
 			FenceId:          id,
 			Type:             t.Type,
 			Reason:           t.Reason,
-			EventTimeMs:      nowMs,
+			EventTimeMs:      eventMs,
 			Hlc:              st.LastHlc,
 			CatalogueVersion: snap.Version(),
 			Lat:              st.LastLat,
@@ -262,5 +279,5 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 		})
 	}
 	st.Triggers += uint64(len(out))
-	return out
+	return out, changed
 }

@@ -105,7 +105,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 			if want := pingPartition[string(r.Key)]; r.Partition != want {
 				t.Fatalf("state of %s written to partition %d, want %d", r.Key, r.Partition, want)
 			}
-			st, err := codecs.For[geofencepb.DeviceState]().Unmarshal(r.Value)
+			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == 4 {
 				seen[string(r.Key)] = true
 			}
@@ -174,7 +174,7 @@ func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	done := map[string]bool{}
 	embeddedtest.ConsumeUntil(t, cl, topology.TopicDebouncer, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
-			st, err := codecs.For[geofencepb.DeviceState]().Unmarshal(r.Value)
+			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == perDevice {
 				done[string(r.Key)] = true
 			}

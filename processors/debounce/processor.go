@@ -9,8 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
@@ -31,8 +33,12 @@ var (
 	})
 	stalePings = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_stale_pings_total",
-		Help: "Pings not applied because the device's HLC did not increase.",
+		Help: "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).",
 	})
+	silenceTicks = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_silence_ticks_total",
+		Help: "Silence ticks: sent by the sweep for a device whose timeout passed, and applied from the loop (applied ones that found the device active again change nothing).",
+	}, []string{"stage"})
 )
 
 // SweepVisitor is the name of the silence-sweep visit.
@@ -93,7 +99,8 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	}
 	d := &Debouncer{cfg: cfg, cat: cat, activity: map[int32]partitionActivity{}}
 	g := group.New[geofencepb.DeviceState](topo, topology.GroupDebouncer, cfg.log)
-	group.Stream(g, topology.TopicPings, d.handlePing)
+	group.Stream(g, topology.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC))
+	group.Loop(g, d.handleTick)
 	group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
 	group.Visitor(g, SweepVisitor, d.sweepDevice)
 	d.group = g
@@ -107,18 +114,21 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if err := ValidatePing(c.Key(), p); err != nil {
 		return err
 	}
+	// The kit ordered the ping by PingHLC; triggers carry the same value.
+	p.Hlc = PingHLC(p)
 	st := c.State()
 	if st == nil {
 		st = &geofencepb.DeviceState{DeviceId: c.Key()}
 	}
 	Upgrade(st)
-	st.Partition = c.Partition()
-	if err := c.AuditHLC(st.GetLastHlc(), p.GetHlc()); err != nil {
+	if p.GetHlc() <= st.GetLastHlc() {
+		// A TIMEOUT exit moved the device's clock past this ping (or the state
+		// predates the kit's ordering): applying it would reorder triggers.
 		stalePings.Inc()
-		st.StalePings++
-		c.SetState(st)
+		c.DeadLetter(group.ReasonStale, fmt.Errorf("%w: device state is at %d, ping %d", group.ErrStale, st.GetLastHlc(), p.GetHlc()))
 		return nil
 	}
+	st.Partition = c.Partition()
 	out := Apply(st, p, d.cat.Snapshot(), d.cfg.defaults)
 	for _, t := range out.Triggers {
 		c.Emit(topology.TopicTriggers, c.Key(), t)
@@ -155,6 +165,11 @@ func (d *Debouncer) sweepNow(p int32, wall time.Time, timeout time.Duration) int
 	return min(now, a.watermarkMs)
 }
 
+// sweepDevice decides, on the wall clock, whether a device has been silent past
+// a timeout, and if so sends it a tick through the loop. It changes nothing
+// itself: the tick is applied by handleTick, where the kit records what it
+// emits, so a crash between the state write and the trigger cannot lose the
+// TIMEOUT exit (a visit has no input a redelivery could replay).
 func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
 	st := c.State()
 	if st == nil {
@@ -165,16 +180,37 @@ func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
 		return
 	}
 	now := d.sweepNow(c.Partition(), wall, d.cfg.defaults.SilenceTimeout)
-	trigs := Expire(st, now, d.cat.Snapshot(), d.cfg.defaults)
-	if len(trigs) == 0 {
+	if _, changed := Expire(proto.Clone(st).(*geofencepb.DeviceState), now, d.cat.Snapshot(), d.cfg.defaults); !changed {
 		return
 	}
-	for _, t := range trigs {
-		c.Emit(topology.TopicTriggers, c.Key(), t)
-		triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
+	silenceTicks.WithLabelValues("sent").Inc()
+	c.Loopback(c.Key(), &kitpb.Tick{NowMs: now, Name: SweepVisitor})
+}
+
+// handleTick applies a silence tick: the stays still silent at the tick's time
+// are closed with TIMEOUT exits stamped in event time. The tick's time decides
+// only whether the timeout passed, so replaying the loop yields the same
+// triggers with the same ids.
+func (d *Debouncer) handleTick(c *Context, t *kitpb.Tick) error {
+	silenceTicks.WithLabelValues("applied").Inc()
+	st := c.State()
+	if st == nil {
+		return nil
 	}
-	c.Logger().Info("silence timeout closed device", "fences", len(trigs), "last_event_ms", st.LastEventTimeMs)
+	Upgrade(st)
+	trigs, changed := Expire(st, t.GetNowMs(), d.cat.Snapshot(), d.cfg.defaults)
+	if !changed {
+		return nil // the device spoke again after the sweep looked
+	}
+	for _, tr := range trigs {
+		c.Emit(topology.TopicTriggers, c.Key(), tr)
+		triggersEmitted.WithLabelValues(tr.GetType().String(), tr.GetReason().String()).Inc()
+	}
+	if len(trigs) > 0 {
+		c.Logger().Info("silence timeout closed device", "fences", len(trigs), "last_event_ms", st.LastEventTimeMs)
+	}
 	c.SetState(st)
+	return nil
 }
 
 // Sweep visits every device this instance owns and closes stays of silent

@@ -2,19 +2,20 @@ package debounce_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 // A 1 km circle at (52.5, 13.4): points 0.0045° of latitude (~500 m) north of
@@ -72,7 +73,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := d.Group().Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	proc, err := d.Group().Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return h.now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +121,9 @@ func (h *harness) nextTriggers() []*geofencepb.Trigger {
 }
 
 func (h *harness) state(device string) *geofencepb.DeviceState {
-	v := h.tt.TableValue(topology.TopicDebouncer, device)
-	st, _, ok := codecs.As[geofencepb.DeviceState](v)
-	if !ok {
-		return nil
+	st, err := group.StateOf[geofencepb.DeviceState](h.tt.TableValue(topology.TopicDebouncer, device))
+	if err != nil {
+		h.t.Fatal(err)
 	}
 	return st
 }
@@ -170,14 +170,71 @@ func TestProcessorEmitsDebouncedEnterAndExit(t *testing.T) {
 func TestProcessorDropsStalePingsByHLC(t *testing.T) {
 	h := newHarness(t)
 	h.pingHLC("veh-2", outsideLat, 0, 100)
-	h.pingHLC("veh-2", insideLat, 1000, 90)  // decrease
-	h.pingHLC("veh-2", insideLat, 1000, 100) // duplicate
+	h.pingHLC("veh-2", insideLat, 1000, 90)  // decrease: dead-lettered as stale
+	h.pingHLC("veh-2", insideLat, 1000, 100) // the same HLC is the same ping: a replay, nothing new
 	st := h.state("veh-2")
-	if st.Pings != 1 || st.StalePings != 2 || st.LastHlc != 100 {
-		t.Fatalf("stale pings must not be applied: pings=%d stale=%d last_hlc=%d", st.Pings, st.StalePings, st.LastHlc)
+	if st.Pings != 1 || st.LastHlc != 100 {
+		t.Fatalf("stale pings must not be applied: pings=%d last_hlc=%d", st.Pings, st.LastHlc)
 	}
 	if len(st.FenceStates) != 0 {
 		t.Fatalf("stale inside ping started a candidate: %v", st.FenceStates)
+	}
+	if got := h.deadLetterReasons(); fmt.Sprint(got) != "[stale]" {
+		t.Fatalf("dead letters %v, want [stale]: nothing disappears silently", got)
+	}
+}
+
+// A ping whose HLC is far in the future is dead-lettered and does not freeze
+// the device: its later, normal pings are still applied.
+func TestProcessorFutureHLCDoesNotFreezeDevice(t *testing.T) {
+	h := newHarness(t)
+	h.pingHLC("veh-9", outsideLat, 0, hlc.Pack(h.now.UnixMilli(), 0))
+	for _, future := range []uint64{hlc.Pack(h.now.Add(10*365*24*time.Hour).UnixMilli(), 0), math.MaxUint64} {
+		h.pingHLC("veh-9", insideLat, 1000, future)
+	}
+	if got := h.deadLetterReasons(); fmt.Sprint(got) != "[future-hlc future-hlc]" {
+		t.Fatalf("dead letters %v, want two future-hlc", got)
+	}
+	for i := int64(1); i <= 4; i++ {
+		h.pingHLC("veh-9", insideLat, i*1000, hlc.Pack(h.now.UnixMilli()+i*1000, 0))
+	}
+	st := h.state("veh-9")
+	if st.Pings != 5 || hlc.Wall(st.LastHlc) != h.now.UnixMilli()+4000 {
+		t.Fatalf("device frozen by a future HLC: pings=%d last_hlc wall=%d", st.Pings, hlc.Wall(st.LastHlc))
+	}
+	if got := h.nextTriggers(); len(got) != 1 || got[0].Type != geofencepb.TriggerType_TRIGGER_TYPE_ENTER {
+		t.Fatalf("want the ENTER of the normal pings, got %v", got)
+	}
+}
+
+// A producer that sets no HLC (Java, Python, kcat) gets one derived from the
+// device time, and its pings order by it.
+func TestProcessorDerivesHLCFromDeviceTime(t *testing.T) {
+	h := newHarness(t)
+	for i := int64(0); i < 4; i++ {
+		h.pingHLC("veh-8", insideLat, i*1000, 0)
+	}
+	got := h.nextTriggers()
+	if len(got) != 1 || got[0].Hlc != hlc.Pack(1_800_000_000_000+2000, 0) {
+		t.Fatalf("want an ENTER carrying the derived HLC of its confirming ping, got %v", got)
+	}
+	h.pingHLC("veh-8", insideLat, 500, 0) // older device time: stale
+	if r := h.deadLetterReasons(); fmt.Sprint(r) != "[stale]" {
+		t.Fatalf("dead letters %v, want [stale]", r)
+	}
+	if st := h.state("veh-8"); st.Pings != 4 {
+		t.Fatalf("pings applied %d, want 4", st.Pings)
+	}
+}
+
+func (h *harness) deadLetterReasons() []string {
+	var out []string
+	for {
+		hdr, _, _, ok := h.dlq.NextWithHeaders()
+		if !ok {
+			return out
+		}
+		out = append(out, string(hdr[group.HeaderReason]))
 	}
 }
 
@@ -188,7 +245,7 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		{DeviceId: "veh-3", Lat: 91, Lon: centerLon, DeviceTimeMs: 1, Hlc: 2},
 		{DeviceId: "veh-3", Lat: insideLat, Lon: math.Inf(1), DeviceTimeMs: 1, Hlc: 3},
 		{DeviceId: "other", Lat: insideLat, Lon: centerLon, DeviceTimeMs: 1, Hlc: 4},
-		{DeviceId: "veh-3", Lat: insideLat, Lon: centerLon, DeviceTimeMs: 1, Hlc: 0},
+		{DeviceId: "veh-3", Lat: insideLat, Lon: centerLon, DeviceTimeMs: 0, Hlc: 0},
 	}
 	for _, p := range bad {
 		h.tt.Consume(topology.TopicPings, "veh-3", p)
@@ -206,7 +263,7 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		}
 		_ = key
 	}
-	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "bad-key"}
+	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "bad-key"} // the last ping has neither HLC nor device time
 	if len(reasons) != len(want) {
 		t.Fatalf("dead letters %v, want %v", reasons, want)
 	}
@@ -252,6 +309,10 @@ func TestSilenceSweepClosesInsideDeviceWithTimeout(t *testing.T) {
 	if got[0].Hlc <= lastHLC {
 		t.Fatalf("timeout exit HLC %d must order after the device's last %d", got[0].Hlc, lastHLC)
 	}
+	// Event time, not the sweep's wall clock: last fix + the silence timeout.
+	if want := int64(1_800_000_003_000) + (5 * time.Minute).Milliseconds(); got[0].EventTimeMs != want {
+		t.Fatalf("timeout exit event time %d, want last fix + timeout = %d (the sweep ran at %d)", got[0].EventTimeMs, want, h.now.UnixMilli())
+	}
 	// A second sweep finds nothing more to close.
 	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
 		t.Fatal(err)
@@ -259,5 +320,54 @@ func TestSilenceSweepClosesInsideDeviceWithTimeout(t *testing.T) {
 	h.tt.Catchup()
 	if got := h.nextTriggers(); len(got) != 0 {
 		t.Fatalf("second sweep emitted %v", got)
+	}
+}
+
+// A candidate ENTER abandoned by the sweep is forgotten for good: a ping long
+// after does not complete the stale candidate.
+func TestSilenceSweepSavesDroppedCandidate(t *testing.T) {
+	h := newHarness(t)
+	h.ping("veh-5", insideLat, 0)
+	h.ping("veh-5", insideLat, 1000) // 2 of 3 samples: ENTERING
+	if st := h.state("veh-5"); len(st.FenceStates) != 1 || st.FenceStates[0].State.GetPhase() != geofencepb.Phase_PHASE_ENTERING {
+		t.Fatalf("want ENTERING, got %v", st.GetFenceStates())
+	}
+	h.now = time.UnixMilli(1_800_000_001_000).Add(6 * time.Minute)
+	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+		t.Fatal(err)
+	}
+	h.tt.Catchup()
+	if st := h.state("veh-5"); len(st.FenceStates) != 0 {
+		t.Fatalf("the sweep dropped the candidate but did not save it: %v", st.FenceStates)
+	}
+	h.ping("veh-5", insideLat, 58*60*1000)
+	if got := h.nextTriggers(); len(got) != 0 {
+		t.Fatalf("a ping 58 minutes later completed the stale candidate: %v", got)
+	}
+}
+
+// Replaying the loop's tick gives the same TIMEOUT exit: the sweep's wall
+// clock only decides when it runs.
+func TestSilenceTimeoutIsDeterministic(t *testing.T) {
+	run := func(sweepAfter time.Duration) *geofencepb.Trigger {
+		h := newHarness(t)
+		for i := int64(0); i < 4; i++ {
+			h.ping("veh-6", insideLat, i*1000)
+		}
+		h.nextTriggers()
+		h.now = time.UnixMilli(1_800_000_003_000).Add(sweepAfter)
+		if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+			t.Fatal(err)
+		}
+		h.tt.Catchup()
+		got := h.nextTriggers()
+		if len(got) != 1 {
+			t.Fatalf("sweep %s after: %v", sweepAfter, got)
+		}
+		return got[0]
+	}
+	a, b := run(6*time.Minute), run(36*time.Hour)
+	if a.TriggerId != b.TriggerId || a.EventTimeMs != b.EventTimeMs || a.Hlc != b.Hlc {
+		t.Fatalf("a sweep 6 min and 36 h after the last fix gave different exits:\n%v\n%v", a, b)
 	}
 }

@@ -127,7 +127,7 @@ func takeover(t testing.TB, n int, standby bool) (time.Duration, *geofencepb.Dev
 			if string(r.Key) != probe {
 				continue
 			}
-			st, err := stateCodec.Unmarshal(r.Value)
+			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == 2 {
 				return time.Since(start), st
 			}

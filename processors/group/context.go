@@ -12,6 +12,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -27,10 +28,25 @@ const (
 
 // Context is what a handler sees of the record being processed and of the state
 // of its key. It is valid only during the callback.
+//
+// State writes are buffered and stored once, when the handler returns, together
+// with the input's position and the outputs it produced (see the package doc:
+// that is what lets a redelivered input re-emit instead of being applied twice).
 type Context[S any, PS codecs.Message[S]] struct {
 	g    goka.Context
 	grp  *Group[S, PS]
 	orig any // the decoded input value, for dead-lettering
+
+	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
+	envRead bool
+	st      PS
+	stRead  bool
+	dirty   bool // SetState or DeleteState was called
+	deleted bool
+	// recording: outputs are collected for the envelope (stream and loop
+	// callbacks; not visits, which have no input to replay).
+	recording bool
+	outputs   []*kitpb.Output
 }
 
 // Key is the record key (the partition key of the input).
@@ -59,26 +75,55 @@ func (c *Context[S, PS]) Logger() *slog.Logger {
 	return c.grp.log.With("key", c.g.Key(), "partition", c.g.Partition())
 }
 
+// envelope returns the key's stored envelope, or nil when the key has none.
+func (c *Context[S, PS]) envelope() *kitpb.Envelope {
+	if c.envRead {
+		return c.env
+	}
+	c.envRead = true
+	switch v := c.g.Value().(type) {
+	case *kitpb.Envelope:
+		c.env = v
+	case *codecs.Poison:
+		stateUndecodable.WithLabelValues(c.grp.name).Inc()
+		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
+	}
+	return c.env
+}
+
 // State is the group-table value of the key, or nil when there is none. A value
 // that cannot be decoded is counted, logged and treated as absent.
 func (c *Context[S, PS]) State() PS {
-	st, poison, ok := codecs.As[S, PS](c.g.Value())
-	if poison != nil {
+	if c.dirty {
+		return c.st
+	}
+	if c.stRead {
+		return c.st
+	}
+	c.stRead = true
+	st, err := unwrapState[S, PS](c.envelope())
+	if err != nil {
 		stateUndecodable.WithLabelValues(c.grp.name).Inc()
-		c.Logger().Error("group table value undecodable; starting from empty state", "err", poison.Err)
+		c.Logger().Error("group table value undecodable; starting from empty state", "err", err)
 		return nil
 	}
-	if !ok {
-		return nil
-	}
+	c.st = st
 	return st
 }
 
-// SetState writes the key's group-table value.
-func (c *Context[S, PS]) SetState(st PS) { c.g.SetValue(st) }
+// SetState sets the key's group-table value. It is stored when the handler
+// returns.
+func (c *Context[S, PS]) SetState(st PS) {
+	if st == nil {
+		c.DeleteState()
+		return
+	}
+	c.st, c.dirty, c.deleted = st, true, false
+}
 
-// DeleteState removes the key from the group table.
-func (c *Context[S, PS]) DeleteState() { c.g.Delete() }
+// DeleteState removes the key's state. What the kit keeps to recognise
+// redeliveries stays until the key's inputs leave the replay window.
+func (c *Context[S, PS]) DeleteState() { c.st, c.dirty, c.deleted = nil, true, true }
 
 // Emit produces msg to a declared output topic. An invalid key never reaches the
 // broker: the input record is dead-lettered instead.
@@ -87,7 +132,12 @@ func (c *Context[S, PS]) Emit(topic, key string, msg protov2.Message) {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("emit to %s: %w", topic, err))
 		return
 	}
-	c.g.Emit(goka.Stream(topic), key, msg)
+	value, err := marshalOpts.Marshal(msg)
+	if err != nil {
+		c.DeadLetter(ReasonInvalid, fmt.Errorf("encoding output for %s: %w", topic, err))
+		return
+	}
+	c.send(&kitpb.Output{Topic: topic, Key: key, Value: value})
 }
 
 // Loopback sends msg to the group's own loop topic under key (a re-key: the
@@ -97,7 +147,37 @@ func (c *Context[S, PS]) Loopback(key string, msg protov2.Message) {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("loopback: %w", err))
 		return
 	}
-	c.g.Loopback(key, msg)
+	value, err := marshalOpts.Marshal(msg)
+	if err != nil {
+		c.DeadLetter(ReasonInvalid, fmt.Errorf("encoding loopback: %w", err))
+		return
+	}
+	c.send(&kitpb.Output{Topic: c.grp.loopTopic, Key: key, Value: value})
+}
+
+// send produces one encoded output and, in a stream or loop callback, records
+// it so a redelivery of the input can produce exactly the same record again.
+func (c *Context[S, PS]) send(o *kitpb.Output) {
+	if c.recording {
+		c.outputs = append(c.outputs, o)
+	}
+	c.produce(o)
+}
+
+func (c *Context[S, PS]) produce(o *kitpb.Output) {
+	if o.GetTopic() == c.grp.loopTopic && c.grp.loopTopic != "" {
+		c.g.Loopback(o.GetKey(), o.GetValue())
+		return
+	}
+	var opts []goka.ContextOption
+	if len(o.GetHeaders()) > 0 {
+		h := goka.Headers{}
+		for _, kv := range o.GetHeaders() {
+			h[kv.GetKey()] = kv.GetValue()
+		}
+		opts = append(opts, goka.WithCtxEmitHeaders(h))
+	}
+	c.g.Emit(goka.Stream(o.GetTopic()), o.GetKey(), o.GetValue(), opts...)
 }
 
 // DeadLetter routes the current input record, with its original key and value,
@@ -116,34 +196,95 @@ func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 	}
 	deadLetters.WithLabelValues(c.grp.name, c.Topic(), reason).Inc()
 	c.Logger().Warn("dead-lettering record", "topic", c.Topic(), "offset", c.Offset(), "reason", reason, "err", detail)
-	c.g.Emit(goka.Stream(c.grp.deadLetter), c.g.Key(), value, goka.WithCtxEmitHeaders(goka.Headers{
-		HeaderReason:          []byte(reason),
-		HeaderError:           []byte(detail),
-		HeaderSourceTopic:     []byte(c.Topic()),
-		HeaderSourcePartition: []byte(partitionLabel(c.Partition())),
-		HeaderSourceOffset:    []byte(fmt.Sprint(c.Offset())),
-		HeaderGroup:           []byte(c.grp.name),
-	}))
+	c.send(&kitpb.Output{Topic: c.grp.deadLetter, Key: c.g.Key(), Value: value, Headers: []*kitpb.Header{
+		{Key: HeaderReason, Value: []byte(reason)},
+		{Key: HeaderError, Value: []byte(detail)},
+		{Key: HeaderSourceTopic, Value: []byte(c.Topic())},
+		{Key: HeaderSourcePartition, Value: []byte(partitionLabel(c.Partition()))},
+		{Key: HeaderSourceOffset, Value: []byte(fmt.Sprint(c.Offset()))},
+		{Key: HeaderGroup, Value: []byte(c.grp.name)},
+	}})
 }
 
-// HLC audit outcomes.
+// Errors the kit dead-letters ordered inputs with.
 var (
-	ErrHLCDecrease  = errors.New("HLC decreased")
-	ErrHLCDuplicate = errors.New("HLC repeated")
+	// ErrStale: the input's HLC is not above the last one applied for its key
+	// and it is not one of the recent inputs (which would be a replay).
+	ErrStale = errors.New("HLC is not above the last applied for this key")
+	// ErrFutureHLC: the input's HLC is further ahead of the wall clock than the
+	// group's maximum skew; applying it would make every later input stale.
+	ErrFutureHLC = errors.New("HLC is beyond now plus the maximum clock skew")
+	// ErrNoOrder: an ordered stream's input has no HLC to order it by.
+	ErrNoOrder = errors.New("input has no HLC")
 )
 
-// AuditHLC checks that got (the record's hybrid logical clock) is above last (the
-// highest applied for this key). When it is not, the record must not be applied:
-// AuditHLC counts it, logs it with key and partition, and returns the reason.
-func (c *Context[S, PS]) AuditHLC(last, got uint64) error {
-	if got > last {
-		return nil
+// replayed decides, before the handler runs, whether the input was already
+// applied to the key's state. If so it re-emits what the input emitted then
+// (or dead-letters a stale ordered input) and returns true: the handler must
+// not see it.
+func (c *Context[S, PS]) replayed(seq uint64, ordered bool) bool {
+	cur := cursorOf(c.envelope(), c.Topic(), c.Partition())
+	if cur == nil {
+		return false
 	}
-	kind, err := "decrease", ErrHLCDecrease
-	if got == last {
-		kind, err = "duplicate", ErrHLCDuplicate
+	if ordered {
+		if seq > cur.GetSeq() {
+			return false
+		}
+		if !inWindow(cur, seq) {
+			hlcStale.WithLabelValues(c.grp.name, c.Topic(), "stale").Inc()
+			c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, cur.GetSeq(), seq))
+			return true
+		}
+	} else {
+		if c.Offset() > cur.GetOffset() {
+			return false
+		}
+		seq = uint64(c.Offset())
+		if !inWindow(cur, seq) {
+			replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
+			c.Logger().Warn("redelivered input is older than the replay window; its effect is in the state but its outputs cannot be re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
+			return true
+		}
 	}
-	hlcStale.WithLabelValues(c.grp.name, c.Topic(), kind).Inc()
-	c.Logger().Warn("stale record not applied: per-key HLC must increase", "topic", c.Topic(), "offset", c.Offset(), "last_hlc", last, "hlc", got, "kind", kind)
-	return err
+	sent := sentFor(c.envelope(), c.Topic(), c.Partition(), seq)
+	if sent == nil {
+		replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
+		return true
+	}
+	replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()
+	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", c.Topic(), "offset", c.Offset(), "seq", seq, "outputs", len(sent.GetOutputs()))
+	for _, o := range sent.GetOutputs() {
+		c.produce(o)
+	}
+	return true
+}
+
+// commit stores the state the handler set, with (for a recorded input) the
+// input's position and outputs, in one write. A handler that left the state
+// alone writes nothing: run again on a redelivery, it emits the same outputs.
+func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
+	if !c.dirty {
+		return
+	}
+	env := c.envelope()
+	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
+		env = &kitpb.Envelope{}
+	}
+	env.State, env.HasState = nil, false
+	if !c.deleted {
+		st, err := marshalOpts.Marshal(c.st)
+		if err != nil {
+			c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", c.grp.name, c.Key(), err))
+			return
+		}
+		env.State, env.HasState = st, true
+	}
+	if c.recording {
+		if !ordered {
+			seq = uint64(c.Offset())
+		}
+		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.outputs, c.grp.rt.window)
+	}
+	c.g.SetValue(env)
 }

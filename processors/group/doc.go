@@ -4,13 +4,46 @@
 // Invariants:
 //   - Every processor, view and emitter it builds hashes keys with the pinned
 //     murmur2 partitioner (topology.NewHasher); none can fall back to FNV-1a.
-//   - A group's Goka edges are exactly the topics its topology declaration names;
-//     anything else refuses to build.
+//   - A group's Goka edges are exactly the topics its topology declaration names,
+//     and the declaration always lists the dead-letter topic; anything else
+//     refuses to build. The topology is validated the same way under Goka's
+//     tester as against a broker.
 //   - No input stops a processor: an empty or malformed key, undecodable bytes
 //     or a record the handler rejects goes to the dead-letter topic with its
 //     original key and value and a reason header, and the next record flows.
 //   - Consumer groups start at the oldest offset and local state lives in a
 //     directory tied to the broker's cluster id, never Goka's temp-dir default.
+//
+// # Processing guarantee: effectively-once outputs
+//
+// Input is consumed at least once: after a crash, a restart or a partition
+// takeover, every input since the group's last offset commit is delivered
+// again. The kit makes that invisible downstream. A key's table value is an
+// envelope (codecs/kitpb) holding the application's state together with, per
+// input partition, the position of the inputs applied to it and the exact
+// records (topic, key, value, headers) the recent ones emitted. The state, the
+// position and the outputs are written in one table write when the handler
+// returns. When an input arrives that the envelope says is already applied —
+// its offset is not above the recorded one, or, on a stream declared
+// OrderedByHLC, its HLC is one of the key's recent inputs — the handler is not
+// called: the recorded outputs are produced again, byte for byte. So whatever
+// moment a process dies at, an input's effect and its outputs stay together,
+// and a consumer that drops duplicate records (by the trigger id, say) sees
+// every output exactly once. A handler that leaves the state alone records
+// nothing: run again on redelivery, it emits the same outputs again, which is
+// the same thing when handlers are deterministic (they must take time from the
+// data, never the wall clock).
+//
+// The memory is bounded: per key and input partition the envelope keeps the
+// last ReplayWindow inputs (default DefaultReplayWindow) and the outputs of
+// those among them that emitted any. An input redelivered from further back —
+// more inputs of one key between two offset commits than the window holds — is
+// not applied twice but cannot be re-emitted; it is counted
+// (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.
+//
+// Visits (Processor.VisitAll) have no input to replay, so a visit that needs to
+// emit loops a record back to its own key and does the work in the loop
+// handler, where the guarantee holds; the debouncer's silence sweep does that.
 //
 // Goka's untyped API (any values, goka.Context) stays inside this package;
 // handlers see typed messages and a typed Context.

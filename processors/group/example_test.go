@@ -10,19 +10,25 @@ import (
 )
 
 // A group is built from its topology declaration; Graph refuses it until its
-// handlers and outputs are exactly what the declaration names.
+// handlers and outputs are exactly what the declaration names. Every group
+// dead-letters bad input, so every declaration lists the dead-letter topic.
 func ExampleGroup_Graph() {
 	topo := &topology.Topology{
 		Name: "counter",
 		Topics: []topology.Topic{
 			{Name: "clicks", Key: "user_id", Partitions: 6, Cleanup: topology.CleanupDelete},
 			{Name: "clicks-counter-table", Key: "user_id", Partitions: 6, Cleanup: topology.CleanupCompact},
+			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 6, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{{
 			Group:   "clicks-counter",
 			Streams: []string{"clicks"},
+			Emits:   []string{topology.TopicDeadLetter},
 			Table:   "clicks-counter-table",
-			Flows:   []topology.Flow{{From: "clicks", To: "clicks-counter-table"}},
+			Flows: []topology.Flow{
+				{From: "clicks", To: "clicks-counter-table"},
+				{From: "clicks", To: topology.TopicDeadLetter},
+			},
 		}},
 	}
 	log := slog.New(slog.DiscardHandler)

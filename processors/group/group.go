@@ -1,16 +1,19 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 // Group is a Goka group under construction whose table holds *S per key.
@@ -24,7 +27,17 @@ type Group[S any, PS codecs.Message[S]] struct {
 	inputs     map[string]bool
 	outputs    map[string]bool
 	loop       bool
+	loopTopic  string
 	err        error
+	// rt is set when the processor is built (Processor's options).
+	rt runtime
+}
+
+// runtime is what callbacks read of the processor's options.
+type runtime struct {
+	window  int
+	maxSkew time.Duration
+	now     func() time.Time
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -33,13 +46,15 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, deadLetter: topology.TopicDeadLetter}
+	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
+		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}}
 	decl, ok := topo.Processor(name)
 	if !ok {
 		g.err = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
 		return g
 	}
 	g.decl = decl
+	g.loopTopic = decl.Loop
 	for _, o := range decl.Emits {
 		if o == topology.TopicDeadLetter {
 			g.edges = append(g.edges, goka.Output(goka.Stream(o), new(codec.Bytes)))
@@ -47,7 +62,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		}
 	}
 	if decl.Table != "" {
-		g.edges = append(g.edges, goka.Persist(codecs.For[S, PS]()))
+		g.edges = append(g.edges, goka.Persist(envelopeCodec[S, PS]{}))
 	}
 	return g
 }
@@ -55,18 +70,40 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 // Name is the group name.
 func (g *Group[S, PS]) Name() string { return g.name }
 
+// StreamOpt configures a stream (or loop) input whose values are *M.
+type StreamOpt[M any, PM codecs.Message[M]] func(*streamConfig[M, PM])
+
+type streamConfig[M any, PM codecs.Message[M]] struct {
+	hlc func(PM) uint64
+}
+
+// OrderedByHLC declares that hlc(msg) is the input's hybrid logical clock
+// (topology/hlc layout: Unix milliseconds << 16 | counter), which must increase
+// per key. The kit then enforces it before the handler runs (default: the
+// stream has no order and redeliveries are recognised by offset only):
+//   - an HLC beyond now plus the group's maximum skew is dead-lettered
+//     (reason future-hlc) and the state is left alone;
+//   - an HLC equal to one of the key's recent inputs is that input again (a
+//     redelivery, or an exact replay by the producer): what it emitted the
+//     first time is emitted again, and the handler does not see it;
+//   - any other HLC not above the last applied is dead-lettered (reason stale);
+//   - an HLC of 0 is dead-lettered (reason invalid).
+func OrderedByHLC[M any, PM codecs.Message[M]](hlc func(PM) uint64) StreamOpt[M, PM] {
+	return func(c *streamConfig[M, PM]) { c.hlc = hlc }
+}
+
 // Stream registers the handler of a declared stream input whose values are *M.
 // The handler returns an error only to reject the record as bad input: the
 // record is dead-lettered with reason "invalid" and processing continues.
-func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string, handle func(c *Context[S, PS], msg PM) error) {
+func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string, handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) {
 	g.inputs[topic] = true
-	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(g, handle)))
+	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(g, handle, opts)))
 }
 
 // Loop registers the handler of the group's loop topic (values *M).
-func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error) {
+func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) {
 	g.loop = true
-	g.edges = append(g.edges, goka.Loop(codecs.For[M, PM](), wrap(g, handle)))
+	g.edges = append(g.edges, goka.Loop(codecs.For[M, PM](), wrap(g, handle, opts)))
 }
 
 // Output declares that the group emits *M values to topic.
@@ -76,16 +113,28 @@ func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 }
 
 // Visitor registers a named visit over every key of the group table
-// (Processor.VisitAll); meta is what VisitAll was given.
+// (Processor.VisitAll); meta is what VisitAll was given. A visit may change the
+// key's state, but has no input a redelivery could replay: work that emits
+// should Loopback a record and do it in the loop handler, where the kit makes it
+// effectively-once.
 func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) {
 	g.edges = append(g.edges, goka.Visitor(name, func(gctx goka.Context, meta any) {
 		c := &Context[S, PS]{g: gctx, grp: g}
-		m, _ := meta.(T)
+		m, ok := meta.(T)
+		if !ok && meta != nil {
+			c.Logger().Error("visit skipped: metadata of the wrong type", "visitor", name, "got", fmt.Sprintf("%T", meta), "want", fmt.Sprintf("%T", m))
+			return
+		}
 		visit(c, m)
+		c.commit(0, false)
 	}))
 }
 
-func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(*Context[S, PS], PM) error) goka.ProcessCallback {
+func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(*Context[S, PS], PM) error, opts []StreamOpt[M, PM]) goka.ProcessCallback {
+	var sc streamConfig[M, PM]
+	for _, o := range opts {
+		o(&sc)
+	}
 	return func(gctx goka.Context, value any) {
 		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
 		recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
@@ -102,10 +151,39 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 			c.DeadLetter(ReasonEmptyValue, fmt.Errorf("no value"))
 			return
 		}
+		var seq uint64
+		ordered := sc.hlc != nil
+		if ordered {
+			seq = sc.hlc(msg)
+			if err := g.rt.checkHLC(seq); err != nil {
+				reason := ReasonInvalid
+				if errors.Is(err, ErrFutureHLC) {
+					reason = ReasonFutureHLC
+					hlcStale.WithLabelValues(g.name, c.Topic(), "future").Inc()
+				}
+				c.DeadLetter(reason, err)
+				return
+			}
+		}
+		if c.replayed(seq, ordered) {
+			return
+		}
+		c.recording = true
 		if err := handle(c, msg); err != nil {
 			c.DeadLetter(ReasonInvalid, err)
 		}
+		c.commit(seq, ordered)
 	}
+}
+
+func (rt runtime) checkHLC(h uint64) error {
+	if h == 0 {
+		return ErrNoOrder
+	}
+	if limit := rt.now().Add(rt.maxSkew).UnixMilli(); hlc.Wall(h) > limit {
+		return fmt.Errorf("%w: HLC time %s, now %s, max skew %s", ErrFutureHLC, hlc.Time(h).UTC().Format(time.RFC3339), rt.now().UTC().Format(time.RFC3339), rt.maxSkew)
+	}
+	return nil
 }
 
 // Graph returns the Goka group graph after checking that its edges are exactly
@@ -138,6 +216,9 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 		if !emits[s] {
 			problems = append(problems, "output "+s+" is not declared in the topology")
 		}
+	}
+	if !emits[g.deadLetter] {
+		problems = append(problems, fmt.Sprintf("declaration does not list the dead-letter topic %s under Emits: every group dead-letters bad input, so add it (and a flow from each input to it)", g.deadLetter))
 	}
 	if g.loop != (g.decl.Loop != "") {
 		problems = append(problems, fmt.Sprintf("loop registered=%v but declared loop=%q", g.loop, g.decl.Loop))

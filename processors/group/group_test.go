@@ -56,9 +56,9 @@ var quiet = slog.New(slog.DiscardHandler)
 func ignorePing(*ctxT, *geofencepb.Ping) error { return nil }
 
 // validGroup builds the group exactly as the test topology declares it.
-func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) error) *grp {
+func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
 	g := group.New[state](topo, testGroup, quiet)
-	group.Stream(g, topicIn, handle)
+	group.Stream(g, topicIn, handle, opts...)
 	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
 	return g
 }

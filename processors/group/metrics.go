@@ -21,6 +21,10 @@ var (
 		Name: "fencestream_hlc_stale_total",
 		Help: "Records whose HLC did not increase for their key (decrease: out of order; duplicate: same HLC); not applied.",
 	}, []string{"group", "topic", "kind"})
+	replays = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_replayed_inputs_total",
+		Help: "Inputs already applied to their key's state (a redelivery after a crash or takeover, or an exact replay), by result: re-emitted (its recorded outputs were produced again), no-outputs (it had none), beyond-window (too old to replay; its effect is in the state).",
+	}, []string{"group", "topic", "result"})
 	stateUndecodable = promauto.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_state_undecodable_total",
 		Help: "Group-table values that could not be decoded and were reset.",
@@ -36,4 +40,6 @@ const (
 	ReasonEmptyValue  = "empty-value"
 	ReasonInvalid     = "invalid"
 	ReasonBadEmitKey  = "bad-output-key"
+	ReasonStale       = "stale"
+	ReasonFutureHLC   = "future-hlc"
 )

@@ -32,7 +32,30 @@ type runConfig struct {
 	tester       *tester.Tester
 	noCreate     bool
 	extra        []goka.ProcessorOption
+	window       int
+	maxSkew      time.Duration
+	now          func() time.Time
 }
+
+// DefaultMaxSkew is how far ahead of the wall clock an input's HLC may be
+// before it is dead-lettered as future-hlc, by default. Devices' clocks drift by
+// seconds; minutes ahead means a broken clock, and applying it would freeze the
+// key (every later input would look stale).
+const DefaultMaxSkew = 5 * time.Minute
+
+// ReplayWindow sets how many recent inputs per key and input partition the
+// kit remembers with their outputs (default DefaultReplayWindow). A larger
+// window recognises older redeliveries and exact replays at the cost of a
+// larger state value.
+func ReplayWindow(n int) Opt { return func(c *runConfig) { c.window = n } }
+
+// MaxClockSkew sets how far ahead of the wall clock an ordered input's HLC may
+// be (default DefaultMaxSkew).
+func MaxClockSkew(d time.Duration) Opt { return func(c *runConfig) { c.maxSkew = d } }
+
+// Clock sets the wall clock the future-HLC check reads (default time.Now).
+// What a handler writes never depends on it.
+func Clock(now func() time.Time) Opt { return func(c *runConfig) { c.now = now } }
 
 // StateDir is where the group keeps its LevelDB tables (required, except with
 // Tester). Goka's default, a path under the OS temp dir, is never used: state
@@ -65,6 +88,12 @@ func (c *runConfig) validate() error {
 	if c.tester == nil && c.stateDir == "" {
 		return errors.New("a state directory is required")
 	}
+	if c.window < 1 {
+		return fmt.Errorf("replay window must be at least 1, got %d", c.window)
+	}
+	if c.maxSkew <= 0 {
+		return fmt.Errorf("maximum clock skew must be positive, got %s", c.maxSkew)
+	}
 	return nil
 }
 
@@ -82,13 +111,19 @@ type Processor struct {
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{}
+	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
+	// The same validation with the tester as against a broker: a topology that
+	// would be refused in production must not pass its unit tests.
+	if err := g.topo.Validate(); err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.name, err)
+	}
+	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now}
 	gg, err := g.Graph()
 	if err != nil {
 		return nil, err

@@ -18,12 +18,12 @@ import (
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-// auditor is a handler that applies pings whose HLC increases, records every
-// AuditHLC outcome, rejects device "reject" and emits device "emit-empty"'s
-// output under an empty key.
+// auditor is a handler that applies every ping it is given (the kit orders
+// them by HLC), records the HLCs it saw, rejects device "reject" and emits
+// device "emit-empty"'s output under an empty key.
 type auditor struct {
 	mu      sync.Mutex
-	audits  []error
+	audits  []uint64
 	headers []string
 }
 
@@ -42,15 +42,9 @@ func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
 	if st == nil {
 		st = &geofencepb.DeviceState{DeviceId: c.Key()}
 	}
-	err := c.AuditHLC(st.GetLastHlc(), p.GetHlc())
 	a.mu.Lock()
-	a.audits = append(a.audits, err)
+	a.audits = append(a.audits, p.GetHlc())
 	a.mu.Unlock()
-	if err != nil {
-		st.StalePings++
-		c.SetState(st)
-		return nil
-	}
 	st.LastHlc = p.GetHlc()
 	st.Pings++
 	st.Partition = c.Partition()
@@ -59,7 +53,7 @@ func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
 	return nil
 }
 
-func (a *auditor) takeAudits() []error {
+func (a *auditor) takeAudits() []uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := a.audits
@@ -78,7 +72,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{tt: tester.New(t), a: &auditor{}}
-	proc, err := validGroup(testTopology(2), h.a.handle).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	proc, err := validGroup(testTopology(2), h.a.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +208,10 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	}
 }
 
-func TestAuditHLC(t *testing.T) {
+// An ordered stream: a lower HLC is dead-lettered as stale, the same HLC again
+// is the same input (its output is re-emitted, the handler never sees it), and
+// the state only reflects inputs applied once.
+func TestOrderedByHLC(t *testing.T) {
 	h := newHarness(t)
 	send := func(hlc uint64) {
 		h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: hlc}, tester.WithHeaders(goka.Headers{"trace": []byte(fmt.Sprint("t", hlc))}))
@@ -222,23 +219,12 @@ func TestAuditHLC(t *testing.T) {
 	for _, hlc := range []uint64{10, 5, 10, 11} {
 		send(hlc)
 	}
-	got := h.a.takeAudits()
-	want := []error{nil, group.ErrHLCDecrease, group.ErrHLCDuplicate, nil}
-	if len(got) != len(want) {
-		t.Fatalf("audits %v, want %v", got, want)
+	if got := h.a.takeAudits(); fmt.Sprint(got) != "[10 11]" {
+		t.Fatalf("handler saw HLCs %v, want [10 11]", got)
 	}
-	for i := range want {
-		if !errors.Is(got[i], want[i]) || (want[i] == nil) != (got[i] == nil) {
-			t.Errorf("audit %d: %v, want %v", i, got[i], want[i])
-		}
-	}
-	if !errors.Is(got[1], group.ErrHLCDecrease) || errors.Is(got[1], group.ErrHLCDuplicate) {
-		t.Errorf("decrease reported as %v", got[1])
-	}
-	// Stale records were not applied; the state kept the highest HLC.
-	st, _ := h.tt.TableValue(goka.Table(topicTab), "d1").(*geofencepb.DeviceState)
-	if st.GetLastHlc() != 11 || st.GetPings() != 2 || st.GetStalePings() != 2 {
-		t.Fatalf("state %v: want last_hlc 11, 2 applied, 2 stale", st)
+	st, err := group.StateOf[geofencepb.DeviceState](h.tt.TableValue(goka.Table(topicTab), "d1"))
+	if err != nil || st.GetLastHlc() != 11 || st.GetPings() != 2 {
+		t.Fatalf("state %v (%v): want last_hlc 11, 2 applied", st, err)
 	}
 	var hlcs []uint64
 	for {
@@ -248,12 +234,14 @@ func TestAuditHLC(t *testing.T) {
 		}
 		hlcs = append(hlcs, v.(*geofencepb.Trigger).GetHlc())
 	}
-	if fmt.Sprint(hlcs) != "[10 11]" {
-		t.Errorf("outputs for HLCs %v, want [10 11]", hlcs)
+	if fmt.Sprint(hlcs) != "[10 10 11]" {
+		t.Errorf("outputs for HLCs %v, want [10 10 11] (10 replayed)", hlcs)
 	}
+	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonStale, "last applied 10, got 5", &geofencepb.Ping{DeviceId: "d1", Hlc: 5})
+	h.noMore(t)
 	h.a.mu.Lock()
 	defer h.a.mu.Unlock()
-	if strings.Join(h.a.headers, ",") != "t10,t5,t10,t11" {
+	if strings.Join(h.a.headers, ",") != "t10,t11" {
 		t.Errorf("handler saw headers %v", h.a.headers)
 	}
 }

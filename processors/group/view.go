@@ -75,7 +75,7 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 		}
 	}
 	vopts = append(vopts, topology.GokaViewHasher()) // last: nothing overrides it
-	v, err := goka.NewView(brokers, goka.Table(table), codecs.For[M, PM](), vopts...)
+	v, err := goka.NewView(brokers, goka.Table(table), envelopeCodec[M, PM]{}, vopts...)
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", table, err)
 	}
@@ -144,12 +144,9 @@ func (v *View[M, PM]) get(key string) (PM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", v.table, err)
 	}
-	msg, poison, ok := codecs.As[M, PM](raw)
-	if poison != nil {
-		return nil, fmt.Errorf("view %s key %q: %w", v.table, key, poison)
-	}
-	if !ok {
-		return nil, nil
+	msg, err := StateOf[M, PM](raw)
+	if err != nil {
+		return nil, fmt.Errorf("view %s key %q: %w", v.table, key, err)
 	}
 	return msg, nil
 }
@@ -173,8 +170,8 @@ func (v *View[M, PM]) each(fn func(key string, value PM) bool) error {
 		if err != nil {
 			return fmt.Errorf("view %s: %w", v.table, err)
 		}
-		msg, _, ok := codecs.As[M, PM](raw)
-		if !ok {
+		msg, err := StateOf[M, PM](raw)
+		if err != nil || msg == nil {
 			continue
 		}
 		if !fn(it.Key(), msg) {

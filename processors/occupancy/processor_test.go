@@ -59,13 +59,9 @@ func (h *harness) sendKeyed(key string, t *geofencepb.Trigger) {
 
 func (h *harness) occ(fence string) *geofencepb.Occupancy {
 	h.t.Helper()
-	v := h.tt.TableValue(goka.GroupTable(topology.GroupOccupancy), fence)
-	if v == nil {
-		return nil
-	}
-	occ, ok := v.(*geofencepb.Occupancy)
-	if !ok {
-		h.t.Fatalf("table value %T", v)
+	occ, err := group.StateOf[geofencepb.Occupancy](h.tt.TableValue(goka.GroupTable(topology.GroupOccupancy), fence))
+	if err != nil {
+		h.t.Fatal(err)
 	}
 	return occ
 }
