@@ -240,7 +240,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	printBanner(stdout, url, strings.Join(o.cl.Brokers, ","), brokerNote, o)
 
 	g, gctx := errgroup.WithContext(ctx)
-	// One fence catalogue for the debouncer and fenceview.
+	// One fence catalogue for the debouncer, occupancy and fenceview.
 	cat := fences.New()
 	follower := fences.NewFollower(o.cl, topology.TopicFences, cat, log.With("component", "fences"))
 	g.Go(func() error { return follower.Run(gctx) })
@@ -277,6 +277,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			RecoverAhead: o.hotStandby,
 			LagEvery:     o.progress,
 			Log:          log.With("component", "occupancy"),
+			// Shared with the debouncer and fenceview.
+			Catalogue:      cat,
+			CatalogueReady: follower.Ready(),
 		})
 	})
 	sim := newSimulator(o, topo, log.With("component", "simulator"))

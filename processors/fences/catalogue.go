@@ -19,6 +19,16 @@ import (
 type Catalogue struct {
 	mu  sync.Mutex // serialises writers only
 	cur atomic.Pointer[Snapshot]
+	// held has every fence id any applied batch upserted, deleted since or not:
+	// a trigger may name a fence deleted after it fired, never one the
+	// catalogue has not held.
+	held sync.Map // string → struct{}
+}
+
+// EverHeld reports whether the catalogue has held the fence at any version.
+func (c *Catalogue) EverHeld(id string) bool {
+	_, ok := c.held.Load(id)
+	return ok
 }
 
 // New returns an empty catalogue at version 0.
@@ -77,6 +87,7 @@ func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) err
 	}
 	for _, f := range ups {
 		byID[f.ID] = f
+		c.held.Store(f.ID, struct{}{})
 	}
 	c.cur.Store(buildSnapshot(version, byID))
 	return nil

@@ -225,10 +225,12 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	m := regexp.MustCompile(`(?m)^fencestream_trigger_latency_seconds_count (\d+)$`).FindStringSubmatch(metrics)
-	if len(m) < 2 {
-		t.Errorf("/metrics lacks fencestream_trigger_latency_seconds_count")
-	} else if n, _ := strconv.Atoi(m[1]); n < 2 {
-		t.Errorf("trigger latency histogram counted %d triggers, want >= 2", n)
+	for _, name := range []string{"fencestream_trigger_processing_latency_seconds", "fencestream_trigger_event_lag_seconds"} {
+		m := regexp.MustCompile(`(?m)^` + name + `_count (\d+)$`).FindStringSubmatch(metrics)
+		if len(m) < 2 {
+			t.Errorf("/metrics lacks %s_count", name)
+		} else if n, _ := strconv.Atoi(m[1]); n < 2 {
+			t.Errorf("%s counted %d triggers, want >= 2", name, n)
+		}
 	}
 }

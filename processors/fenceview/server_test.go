@@ -340,7 +340,7 @@ func TestPageHealthMetricsAndUnknownRoutes(t *testing.T) {
 		{"/", "text/html; charset=utf-8", `id="triggers"`},
 		{"/static/app.js", "text/javascript; charset=utf-8", "EventSource"},
 		{"/static/style.css", "text/css; charset=utf-8", "fill-rule"},
-		{"/metrics", "text/plain", "fencestream_trigger_latency_seconds"},
+		{"/metrics", "text/plain", "fencestream_trigger_processing_latency_seconds"},
 		{"/healthz", "application/json; charset=utf-8", `"ok"`},
 	} {
 		resp, err := http.Get(f.srv.URL + c.path)

@@ -172,6 +172,17 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			[]string{"gt-a", "gt-b", topicIn + " has no handler", topicOut + " is not registered"},
 		},
 		{
+			"declaration without the dead-letter topic",
+			func() *grp {
+				t := testTopology(2)
+				p := &t.Processors[0]
+				p.Emits = []string{topicOut}
+				p.Flows = p.Flows[:2]
+				return validGroup(t, ignorePing)
+			},
+			[]string{"does not list the dead-letter topic deadletter under Emits", "add it"},
+		},
+		{
 			"group not in the topology",
 			func() *grp { return group.New[state](topo, "nobody", nil) },
 			[]string{"group nobody", "not declared in topology grouptest"},

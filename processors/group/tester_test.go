@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -288,5 +289,20 @@ func TestViewGetOnTester(t *testing.T) {
 	n := 0
 	if err := v.Each(func(string, *geofencepb.DeviceState) bool { n++; return false }); err != nil || n != 1 {
 		t.Fatalf("Each stopping early: %d visits, %v", n, err)
+	}
+}
+
+// The tester validates the topology as a broker start does: an undeclared
+// re-key is refused, not discovered in production.
+func TestTesterValidatesTopology(t *testing.T) {
+	topo := testTopology(2)
+	for i := range topo.Topics {
+		if topo.Topics[i].Name == topicOut {
+			topo.Topics[i].Key = "fence_id" // pings keyed by device -> out keyed by fence: a re-key
+		}
+	}
+	_, err := validGroup(topo, ignorePing).Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t)))
+	if !errors.Is(err, topology.ErrUndeclaredRekey) {
+		t.Fatalf("Processor with the tester = %v, want ErrUndeclaredRekey", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -35,7 +36,19 @@ type Opt func(*config)
 type config struct {
 	devicesCap int
 	log        *slog.Logger
+	cat        *fences.Catalogue
 }
+
+// ReasonUnknownFence is the dead-letter reason of a trigger for a fence the
+// catalogue has never held.
+const ReasonUnknownFence = "unknown-fence"
+
+// WithCatalogue checks every trigger's fence against cat (default: none, every
+// fence is accepted): a trigger for a fence the catalogue has never held —
+// current or deleted — is dead-lettered with reason unknown-fence instead of
+// creating occupancy for it. A trigger stamped with a catalogue version the
+// catalogue has not reached yet is accepted: the fence may be that new.
+func WithCatalogue(cat *fences.Catalogue) Opt { return func(c *config) { c.cat = cat } }
 
 // WithDevicesCap bounds the devices listed per fence (default
 // DefaultDevicesCap). Counts are exact whatever the cap.
@@ -71,16 +84,21 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, topology.TopicTriggers, topology.TopicOccupancyLoop)
 	}
 	g := group.New[geofencepb.Occupancy](topo, topology.GroupOccupancy, cfg.log)
-	group.Stream(g, topology.TopicTriggers, handleTrigger)
+	group.Stream(g, topology.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
 	group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.devicesCap) })
 	return g, nil
 }
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
-func handleTrigger(c *Context, t *geofencepb.Trigger) error {
+func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
 	if err := Validate(c.Key(), t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
+	}
+	if cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
+		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
+		return nil
 	}
 	c.Loopback(t.GetFenceId(), t)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
@@ -270,5 +271,47 @@ func TestValidateErrorsAreDistinct(t *testing.T) {
 				t.Fatalf("%v is %v", a, b)
 			}
 		}
+	}
+}
+
+// One catalogue: a trigger for a fence the catalogue has never held is
+// dead-lettered (unknown-fence) and creates no occupancy; a fence deleted
+// since, or newer than the catalogue has read, is still counted.
+func TestUnknownFenceIsDeadLettered(t *testing.T) {
+	cat := fences.New()
+	depot, err := fences.NewCircleFence("depot", "Depot", 52.5, 13.4, 100, fences.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := fences.NewCircleFence("gone", "Gone", 52.6, 13.4, 100, fences.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Apply(2, []fences.Fence{depot, gone}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Apply(3, nil, []string{"gone"}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, occupancy.WithCatalogue(cat))
+	h.send(trig("veh-1", "nowhere", enter, 10)) // catalogue version 3: the catalogue has read that far
+	if hdr, key, _, ok := h.dlq.NextWithHeaders(); !ok || key != "veh-1" || string(hdr[group.HeaderReason]) != occupancy.ReasonUnknownFence {
+		t.Fatalf("dead letter %q %v %v, want veh-1 with reason unknown-fence", key, hdr, ok)
+	}
+	if occ := h.occ("nowhere"); occ != nil {
+		t.Fatalf("occupancy created for a fence that never existed: %v", occ)
+	}
+	h.send(trig("veh-1", "depot", enter, 11))
+	h.send(trig("veh-2", "gone", enter, 12))
+	newer := trig("veh-3", "brand-new", enter, 13)
+	newer.CatalogueVersion = 9 // the debouncer saw a fence this catalogue has not read yet
+	h.send(newer)
+	for _, f := range []string{"depot", "gone", "brand-new"} {
+		if occ := h.occ(f); occ.GetCount() != 1 {
+			t.Errorf("%s: count %d, want 1", f, occ.GetCount())
+		}
+	}
+	if k, _, ok := h.dlq.NextRaw(); ok {
+		t.Errorf("unexpected dead letter for %q", k)
 	}
 }

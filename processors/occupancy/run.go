@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -27,6 +28,12 @@ type RunConfig struct {
 	Log      *slog.Logger
 	// Started, if set, is called with the processor once it is ready.
 	Started func(*group.Processor)
+	// Catalogue, if set, is a fence catalogue the caller keeps in step with
+	// the fences topic; CatalogueReady is closed once it has caught up.
+	// Default: Run follows the topic itself. Triggers for fences it has never
+	// held are dead-lettered (WithCatalogue).
+	Catalogue      *fences.Catalogue
+	CatalogueReady <-chan struct{}
 }
 
 // Run builds the occupancy processor (checking the topology against the broker
@@ -46,7 +53,14 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if rc.Topology == nil {
 		rc.Topology = topology.Geofence()
 	}
-	g, err := New(rc.Topology, WithDevicesCap(rc.DevicesCap), WithLogger(log))
+	cat, ready := rc.Catalogue, rc.CatalogueReady
+	var follower *fences.Follower
+	if cat == nil {
+		cat = fences.New()
+		follower = fences.NewFollower(cl, topology.TopicFences, cat, log.With("component", "fences"))
+		ready = follower.Ready()
+	}
+	g, err := New(rc.Topology, WithDevicesCap(rc.DevicesCap), WithLogger(log), WithCatalogue(cat))
 	if err != nil {
 		return err
 	}
@@ -55,7 +69,21 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		return fmt.Errorf("occupancy: %w", err)
 	}
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return proc.Run(ctx) })
+	if follower != nil {
+		eg.Go(func() error { return follower.Run(ctx) })
+	}
+	// Judging fences needs the catalogue caught up: a half-loaded one would
+	// dead-letter triggers of fences it has not read yet.
+	eg.Go(func() error {
+		if ready != nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ready:
+			}
+		}
+		return proc.Run(ctx)
+	})
 	eg.Go(func() error {
 		if err := proc.WaitForReadyContext(ctx); err != nil {
 			return nil // ctx ended or the processor failed; its own goroutine reports that
