@@ -71,6 +71,7 @@ func run(args []string, stderr io.Writer) error {
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,
 			SweepEvery:   *sweep,
+			MaxClockSkew: pf.MaxClockSkew,
 			Defaults:     defaults,
 			Log:          log,
 		})

@@ -23,6 +23,9 @@ type RunConfig struct {
 	RecoverAhead bool
 	// SweepEvery is the silence-sweep interval (0: 30s).
 	SweepEvery time.Duration
+	// MaxClockSkew is how far ahead of the wall clock a ping's HLC may be
+	// (0: group.DefaultMaxSkew).
+	MaxClockSkew time.Duration
 	Defaults   Settings
 	Log        *slog.Logger
 	// Started, if set, is called with the processor once it is ready.
@@ -64,7 +67,10 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	// Topics must exist before the follower reads the fences topic.
-	proc, err := d.Group().Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	if rc.MaxClockSkew <= 0 {
+		rc.MaxClockSkew = group.DefaultMaxSkew
+	}
+	proc, err := d.Group().Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead), group.MaxClockSkew(rc.MaxClockSkew))
 	if err != nil {
 		return err
 	}

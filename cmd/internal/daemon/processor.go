@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -21,6 +23,7 @@ type ProcessorFlags struct {
 	RecoverAhead bool
 	Partitions   int
 	MetricsAddr  string
+	MaxClockSkew time.Duration
 }
 
 // Register adds the flags to fs; metricsAddr is the binary's default.
@@ -32,6 +35,7 @@ func (p *ProcessorFlags) Register(fs *flag.FlagSet, metricsAddr string) {
 	fs.BoolVar(&p.RecoverAhead, "recover-ahead", false, "recover newly assigned partitions before the rebalance completes")
 	fs.IntVar(&p.Partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (must match the broker)")
 	fs.StringVar(&p.MetricsAddr, "metrics-addr", metricsAddr, "address for /metrics and /healthz (empty: off)")
+	fs.DurationVar(&p.MaxClockSkew, "max-clock-skew", group.DefaultMaxSkew, "an input whose HLC is further ahead of this machine's clock is dead-lettered (future-hlc)")
 }
 
 // Validate checks the parsed flags (and that no stray arguments were given)
@@ -42,6 +46,9 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 	}
 	if p.Partitions <= 0 || p.Partitions > 1<<20 {
 		return fmt.Errorf("--partitions must be between 1 and %d, got %d", 1<<20, p.Partitions)
+	}
+	if p.MaxClockSkew <= 0 {
+		return fmt.Errorf("--max-clock-skew must be positive, got %s", p.MaxClockSkew)
 	}
 	if p.StateDir == "" {
 		return errors.New("--state-dir is required")
