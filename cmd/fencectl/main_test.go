@@ -111,6 +111,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"sim", "--brokers", "x:1", "--rate", "0"}, exitUsage, "--rate must be"},
 		{[]string{"sim", "--brokers", "x:1", "--keying", "fence"}, exitUsage, "requires key = device_id"},
 		{[]string{"sim", "--brokers", "x:1", "--keying", "salted"}, exitUsage, "unknown keying"},
+		{[]string{"broker"}, exitUsage, "--data is required"},
+		{[]string{"broker", "--data", "d", "--listen", "0.0.0.0:9092"}, exitUsage, "127.0.0.1 only"},
+		{[]string{"broker", "--data", "d", "--listen", "9092"}, exitUsage, `--listen "9092"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := fencectl(t, tc.args...)
@@ -124,6 +127,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"topology", "describe"}, {"topology", "check"}, {"partition"}, {"skew"},
 		{"fences", "load"}, {"fences", "delete"}, {"fences", "list"}, {"sim"}, {"sim", "misorder"},
+		{"broker"},
 	} {
 		code, out, errs := fencectl(t, append(args, "--help")...)
 		wantCode(t, code, 0, out, errs)

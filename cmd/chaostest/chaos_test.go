@@ -1,0 +1,321 @@
+//go:build unix
+
+// Package chaostest holds the multi-process chaos test of the geofencing
+// pipeline: the embedded broker, debouncers and occupancy processors run as
+// real OS processes (the binaries of ./cmd), a simulated fleet with ground
+// truth feeds them, and processors are killed with SIGKILL and restarted while
+// triggers flow. When everything has caught up, the tables, the trigger
+// stream and the truth must agree. It has test files only.
+package chaostest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/produce"
+)
+
+// The shape of a run. The fleet's 20 minutes of event time are played in 90 s
+// of wall time: ~140,000 pings and ~1,200 true transitions, so triggers are
+// flowing whenever a kill lands.
+const (
+	seedEnv = "FENCESTREAM_CHAOS_SEED"
+	// A directory to keep the children's logs in (one subdirectory per seed);
+	// by default they are removed with the test's temporary directories.
+	logsEnv = "FENCESTREAM_CHAOS_LOGS"
+
+	debouncers = 3
+	occupancys = 2
+	kills      = 12
+
+	moving   = 200
+	parked   = 30
+	interval = 2 * time.Second
+	span     = 20 * time.Minute
+	wall     = 90 * time.Second // the fleet's wall time: 20 min of event time at 13.3x
+
+	// Far above the fleet's span, so the wall-clock silence sweep never closes
+	// a stay: every trigger comes from a ping, and the truth predicts it.
+	silenceTimeout = 2 * time.Hour
+
+	readyTimeout   = 90 * time.Second
+	catchUpTimeout = 2 * time.Minute
+)
+
+// TestChaos runs the pipeline as processes and kills them while a fleet with
+// ground truth drives through the demo fences. See the package doc.
+//
+// Replay a run: FENCESTREAM_CHAOS_SEED=<seed from the log> go test ./cmd/chaostest -run TestChaos -v
+// (the seed fixes the fleet, the kill moments and the victims; the processes'
+// timing still varies).
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos test (about two minutes)")
+	}
+	began := time.Now()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv(seedEnv); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with %s=%d)", seed, seedEnv, seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73)) // "chaos"
+
+	logDir := ""
+	if dir := os.Getenv(logsEnv); dir != "" {
+		logDir = filepath.Join(dir, strconv.FormatInt(seed, 10))
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("children's logs kept in %s", logDir)
+	}
+	bin := t.TempDir()
+	buildBinaries(t, bin)
+	fencectl := filepath.Join(bin, "fencectl")
+	data := t.TempDir()
+
+	// The broker first: its cleanup (registered first) runs last.
+	broker := newProc(t, logDir, "broker", fencectl, "", "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
+	if err := broker.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.waitReady(30 * time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, broker.tail(30))
+	}
+	addr := broker.firstStdoutLine()
+	cl := cluster.Config{Brokers: []string{addr}}
+	t.Logf("broker at %s", addr)
+	runOnce(t, time.Minute, fencectl, "topology", "check", "--create", "--brokers", addr)
+	runOnce(t, time.Minute, fencectl, "fences", "load", "--demo", "--brokers", addr)
+
+	var procs []*proc
+	for i := 1; i <= debouncers; i++ {
+		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("debouncer-%d", i)),
+			"--metrics-addr", "", "--silence-timeout", silenceTimeout.String()}
+		if i == 2 {
+			args = append(args, "--hot-standby", "--recover-ahead")
+		}
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), "debouncer ready", args...))
+	}
+	for i := 1; i <= occupancys; i++ {
+		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", ""}
+		if i == 2 {
+			args = append(args, "--hot-standby")
+		}
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("occupancy-%d", i), filepath.Join(bin, "occupancy"), "occupancy ready", args...))
+	}
+	// Registered after the procs: runs before their cleanups kill them.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range append([]*proc{broker}, procs...) {
+			t.Logf("----- tail of %s (%d runs; full log %s)\n%s", p.name, p.runs, p.log, p.tail(25))
+		}
+	})
+	for _, p := range procs {
+		if err := p.start(); err != nil {
+			t.Fatal(err)
+		}
+		p.setSupervised(true)
+	}
+	for _, p := range procs {
+		if err := p.waitReady(readyTimeout); err != nil {
+			t.Fatalf("%v\n%s", err, p.tail(30))
+		}
+	}
+	t.Logf("%d processors ready after %v", len(procs), time.Since(began).Round(time.Millisecond))
+
+	// The fleet: event time ends about now, as a live fleet's would.
+	cat := fences.New()
+	if err := cat.Apply(1, fences.Demo(), nil); err != nil {
+		t.Fatal(err)
+	}
+	snap := cat.Snapshot()
+	sim, err := fleet.New(fleet.Config{
+		Seed: seed, Moving: moving, Parked: parked, NoiseSigmaM: 5,
+		Interval: interval, Duration: span, Start: time.Now().Add(-span).Truncate(time.Millisecond), Pace: float64(span) / float64(wall),
+	}, snap.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sim.Truth().Transitions); n < 200 {
+		t.Fatalf("the fleet has only %d true transitions: it would not exercise the pipeline", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fleetDone := make(chan error, 1)
+	var sent int
+	go func() { fleetDone <- produceFleet(ctx, cl, sim, &sent) }()
+	fleetStart := time.Now()
+	t.Logf("fleet: %d moving + %d parked devices, %d pings over %v of event time in ~%v; %d true transitions",
+		moving, parked, sim.Ticks()*(moving+parked), span, wall, len(sim.Truth().Transitions))
+
+	// Kills at random moments of the busy period, one in each of `kills`
+	// slots (so a group has time to settle between two kills), of a processor
+	// that is up (a kill during start-up has nothing in flight). Then one
+	// rolling restart of each group, both groups at once.
+	slot := time.Duration(float64(wall) * 0.8 / kills)
+	for i := range kills {
+		at := time.Duration(float64(wall)*0.05) + time.Duration((float64(i)+0.2+0.6*rng.Float64())*float64(slot))
+		select {
+		case err := <-fleetDone:
+			t.Fatalf("the fleet stopped early: %v", err)
+		case <-time.After(time.Until(fleetStart.Add(at))):
+		}
+		var up []*proc
+		for _, p := range procs {
+			if p.isReady() {
+				up = append(up, p)
+			}
+		}
+		if len(up) == 0 {
+			up = procs
+		}
+		p := up[rng.IntN(len(up))]
+		if err := p.kill9(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kill -9 #%d: %s at %v of the fleet (%d of %d processors up), restarted as run %d",
+			i+1, p.name, time.Since(fleetStart).Round(time.Millisecond), len(up), len(procs), p.runs)
+	}
+	t.Logf("rolling restart from %v of the fleet", time.Since(fleetStart).Round(time.Millisecond))
+	var rolling sync.WaitGroup
+	for _, grp := range [][]*proc{procs[:debouncers], procs[debouncers:]} {
+		rolling.Go(func() {
+			for _, p := range grp {
+				if err := p.waitReady(readyTimeout); err != nil {
+					t.Errorf("before its rolling restart: %v\n%s", err, p.tail(30))
+					return
+				}
+				if err := p.restart(30 * time.Second); err != nil {
+					t.Errorf("rolling restart: %v\n%s", err, p.tail(30))
+				}
+				if err := p.waitReady(readyTimeout); err != nil {
+					t.Errorf("after its rolling restart: %v\n%s", err, p.tail(30))
+					return
+				}
+			}
+		})
+	}
+	rolling.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("rolling restart done at %v of the fleet", time.Since(fleetStart).Round(time.Millisecond))
+	if err := <-fleetDone; err != nil {
+		t.Fatalf("fleet: %v", err)
+	}
+	t.Logf("fleet done: %d pings acknowledged in %v", sent, time.Since(fleetStart).Round(time.Millisecond))
+
+	cctx, ccancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer ccancel()
+	caughtUp := time.Now()
+	if err := waitCaughtUp(cctx, cl); err != nil {
+		t.Fatalf("the pipeline did not catch up within %v: %v", catchUpTimeout, err)
+	}
+	t.Logf("caught up %v after the fleet ended", time.Since(caughtUp).Round(time.Millisecond))
+
+	// Views are started only now: their recovery reads each table to its end.
+	devView, err := group.NewView[geofencepb.DeviceState](cl, topology.TopicDebouncer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	occView, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grouptest.RunView(t, devView)
+	grouptest.RunView(t, occView)
+	trig, err := readTriggers(cctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := readStates(devView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	occs, err := readOccupancy(occView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, occs: occs})
+
+	// Processors that died on their own (and were restarted): not what this
+	// test is about, but worth knowing.
+	for _, p := range procs {
+		if c := p.crashLog(); len(c) > 0 {
+			t.Logf("NOTE: %s exited on its own %d time(s) and was restarted: %s", p.name, len(c), strings.Join(c, "; "))
+		}
+	}
+
+	// A clean stop of everything: processors first, then the broker.
+	var stop sync.WaitGroup
+	for _, p := range procs {
+		stop.Go(func() {
+			if err := p.stop(30 * time.Second); err != nil {
+				t.Errorf("final stop: %v", err)
+			}
+		})
+	}
+	stop.Wait()
+	if err := broker.stop(30 * time.Second); err != nil {
+		t.Errorf("final stop: %v", err)
+	}
+	t.Logf("done in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// produceFleet sends every ping of sim through the key-discipline producer
+// (which stamps the HLC), paced by sim, and waits for every acknowledgement.
+func produceFleet(ctx context.Context, cl cluster.Config, sim *fleet.Sim, sent *int) error {
+	topo := topology.Geofence()
+	prod, err := produce.New[geofencepb.Ping](cl, topo.MustTopic(topology.TopicPings))
+	if err != nil {
+		return err
+	}
+	waits := make(chan func() error, 8192)
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for w := range waits {
+			if err := w(); err != nil && first == nil {
+				first = err
+			}
+			*sent++
+		}
+		errc <- first
+	}()
+	var emitErr error
+	err = sim.Stream(ctx, func(p *geofencepb.Ping) bool {
+		w, err := prod.EmitAsync(p.GetDeviceId(), p)
+		if err != nil {
+			emitErr = err
+			return false
+		}
+		waits <- w
+		return true
+	})
+	close(waits)
+	werr := <-errc
+	cerr := prod.Close()
+	return errors.Join(err, emitErr, werr, cerr)
+}
