@@ -11,7 +11,7 @@ import (
 type Sample struct {
 	TimeMs    int64   // event time of the ping (never wall clock)
 	Distance  float64 // signed metres to the fence edge: >0 inside, <0 outside
-	AccuracyM float64 // GPS accuracy radius, metres (0 = exact)
+	AccuracyM float64 // GPS accuracy: radius of the 68% circle, metres (0 = exact)
 }
 
 // Transition is one trigger fired by [Step] or [Timeout].
@@ -71,6 +71,16 @@ func classify(s Sample, hysteresis float64) evidence {
 // but callers must range over it: it is a slice so that a future rule firing
 // two triggers on one sample does not change the API. It is freshly allocated
 // and belongs to the caller.
+//
+// # Detectors
+//
+// cfg.Detector picks the rule that decides what a sample is evidence of.
+// Under [DetectorSPRT] (the default) every sample weighs in by its distance
+// and accuracy and a transition is confirmed when the accumulated evidence
+// passes a threshold; it is described in sprt.go. Everything below is the
+// [DetectorStrict] rule (also the zero Detector); the phases, state
+// ownership, MinSamples, MinDwell, DWELL, stale-sample and robustness rules
+// are the same under both.
 //
 // # Classifying a sample
 //
@@ -143,6 +153,14 @@ func classify(s Sample, hysteresis float64) evidence {
 // and hysteresis as 0); check settings with [Settings.Validate] before use.
 // An unknown phase (from a newer schema) is treated as settled OUTSIDE.
 func Step(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+	if cfg.Detector == DetectorSPRT {
+		return stepSPRT(st, s, cfg)
+	}
+	return stepStrict(st, s, cfg)
+}
+
+// stepStrict is Step under the strict rule.
+func stepStrict(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
 	ev := classify(s, cfg.Hysteresis)
 	if ev == evNoInformation {
 		return st, nil
