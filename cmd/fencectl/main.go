@@ -1,6 +1,7 @@
 // Command fencectl is fencestream's operator tool: it describes and checks the
 // declared topology, answers where a key lands, measures partition skew,
-// loads, deletes and lists fences, and runs the fleet simulator.
+// loads, deletes and lists fences, runs the fleet simulator, and scores
+// trigger detectors against ground truth.
 //
 // Exit codes: 0 success, 1 failure (including a topology mismatch or an
 // unreachable broker), 2 usage error, 3 skew above the alert threshold.
@@ -51,6 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runFences(ctx, rest, stdout, stderr)
 	case "sim":
 		return runSim(ctx, rest, stdout, stderr)
+	case "quality":
+		return runQuality(ctx, rest, stdout, stderr)
 	}
 	return usageError(stderr, "fencectl", "unknown command %q", cmd)
 }
@@ -77,6 +80,8 @@ Commands:
                       run the seeded fleet simulator, producing pings
   sim misorder [--seed S ...]
                       per keying strategy: misordered pairs per million and skew
+  quality [--seed S --devices N --noise 2,5,10 --format table|json ...]
+                      score trigger detectors against ground truth per distance band
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.
