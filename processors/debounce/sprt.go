@@ -94,11 +94,20 @@ func newSPRT(cfg Settings) sprtTest {
 	if !(delta > 0 && delta <= MaxResolutionM) {
 		delta = DefaultResolutionM
 	}
-	upper := math.Log((1 - beta) / alpha)
-	lower := math.Log(beta / (1 - alpha))
-	span := upper - lower
+	span := defaultSpan // two logs cost more than the rest of Step
+	if alpha != DefaultFalseAlarm || beta != DefaultMissedDetection {
+		span = waldSpan(alpha, beta)
+	}
 	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta}
 }
+
+// waldSpan is A − B: Wald's upper threshold log((1−β)/α) minus his lower
+// one log(β/(1−α)).
+func waldSpan(alpha, beta float64) float64 {
+	return math.Log((1-beta)/alpha) - math.Log(beta/(1-alpha))
+}
+
+var defaultSpan = waldSpan(DefaultFalseAlarm, DefaultMissedDetection)
 
 // SPRTThreshold returns the evidence span A − B the sprt detector needs to
 // confirm a transition under cfg, and the most one fix can contribute.

@@ -282,3 +282,34 @@ func TestResolvedDetector(t *testing.T) {
 		t.Fatalf("override: %v", got.Detector)
 	}
 }
+
+// BenchmarkStepSPRT is BenchmarkStep (the strict rule) under the sprt
+// detector, plus a device parked at the edge whose evidence changes on every
+// fix.
+func BenchmarkStepSPRT(b *testing.B) {
+	cfg := DefaultSettings()
+	b.Run("inside/steady", func(b *testing.B) {
+		st := fs(inside, 0, 0, 0, true)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			st, _ = Step(st, Sample{TimeMs: int64(i), Distance: 40, AccuracyM: 8}, cfg)
+		}
+	})
+	b.Run("outside/steady", func(b *testing.B) {
+		var st *geofencepb.FenceState
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			st, _ = Step(st, Sample{TimeMs: int64(i), Distance: -400, AccuracyM: 8}, cfg)
+		}
+	})
+	b.Run("edge/parked", func(b *testing.B) {
+		var st *geofencepb.FenceState
+		ss := parked(1, 0, 1024, -1, 5)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			s := ss[i%len(ss)]
+			s.TimeMs = int64(i) * 1000
+			st, _ = Step(st, s, cfg)
+		}
+	})
+}
