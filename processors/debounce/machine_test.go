@@ -713,6 +713,8 @@ func TestStepNoChangeDoesNotAllocate(t *testing.T) {
 		st   *geofencepb.FenceState
 		s    Sample
 	}{
+		{"sprt: outside, fix leaning outside", nil, Sample{TimeMs: 5, Distance: -2, AccuracyM: 5}},
+		{"sprt: inside, fix short of the hysteresis line", fs(inside, 0, 0, 0, true), Sample{TimeMs: 5, Distance: -20, AccuracyM: 5}},
 		{"outside+out", nil, out(5)},
 		{"outside+band", nil, band(5)},
 		{"inside+in", fs(inside, 0, 0, 0, true), in(5)},
@@ -721,6 +723,10 @@ func TestStepNoChangeDoesNotAllocate(t *testing.T) {
 		{"exiting+band", fs(exiting, 0, 1, 0, false), band(5)},
 	}
 	for _, c := range cases {
+		cfg := cfg
+		if strings.HasPrefix(c.name, "sprt:") {
+			cfg = DefaultSettings()
+		}
 		if n := testing.AllocsPerRun(100, func() { Step(c.st, c.s, cfg) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", c.name, n)
 		}
@@ -731,7 +737,11 @@ func TestStepNoChangeDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkStep(b *testing.B) {
-	cfg := strictDefaults()
+	b.Run("strict", func(b *testing.B) { benchStep(b, strictDefaults()) })
+	b.Run("sprt", func(b *testing.B) { benchStep(b, DefaultSettings()) })
+}
+
+func benchStep(b *testing.B, cfg Settings) {
 	b.Run("inside/steady", func(b *testing.B) {
 		st := fs(inside, 0, 0, 0, true)
 		b.ReportAllocs()

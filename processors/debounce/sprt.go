@@ -179,45 +179,13 @@ func (t sprtTest) accumulate(st *geofencepb.FenceState, fresh bool, l float64, s
 	e := min(st.Evidence+l, t.span)
 	if !(e > 0) { // back at the floor: the test rejected the transition
 		if st.Phase == geofencepb.Phase_PHASE_EXITING {
-			back := &geofencepb.FenceState{
-				Phase:         geofencepb.Phase_PHASE_INSIDE,
-				InsideSinceMs: st.InsideSinceMs,
-				DwellFired:    st.DwellFired,
-			}
-			return dwell(back, s, cfg)
+			return backInside(st, s, cfg)
 		}
 		return nil, nil
 	}
-	need := uint32(1)
-	if cfg.MinSamples > 1 {
-		need = uint32(min(cfg.MinSamples, math.MaxUint32))
+	n, ready := count(st, s, cfg)
+	if ready && e >= t.span {
+		return confirm(st, s)
 	}
-	n := st.CandidateSamples
-	if n < need {
-		n++
-	}
-	if e >= t.span && n >= need && elapsed(st.CandidateSinceMs, s.TimeMs, cfg.MinDwell) {
-		if st.Phase == geofencepb.Phase_PHASE_EXITING {
-			return nil, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
-		}
-		return &geofencepb.FenceState{
-			Phase:         geofencepb.Phase_PHASE_INSIDE,
-			InsideSinceMs: s.TimeMs,
-		}, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_ENTER, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
-	}
-	if n == st.CandidateSamples && e == st.Evidence {
-		return st, nil // saturated and waiting for MinDwell: no write
-	}
-	if fresh {
-		st.CandidateSamples, st.Evidence = n, e
-		return st, nil
-	}
-	return &geofencepb.FenceState{
-		Phase:            st.Phase,
-		CandidateSinceMs: st.CandidateSinceMs,
-		CandidateSamples: n,
-		InsideSinceMs:    st.InsideSinceMs,
-		DwellFired:       st.DwellFired,
-		Evidence:         e,
-	}, nil
+	return withCount(st, fresh, n, e), nil // a saturated candidate waiting for MinDwell is no write
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paulmach/orb"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
@@ -382,18 +383,10 @@ func quantile(xs []float64, q float64) float64 {
 
 // parallel runs fn(0..n-1) on GOMAXPROCS goroutines.
 func parallel(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
-		wg.Go(func() {
-			for i := range next {
-				fn(i)
-			}
-		})
-	}
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range n {
-		next <- i
+		g.Go(func() error { fn(i); return nil })
 	}
-	close(next)
-	wg.Wait()
+	g.Wait() //nolint:errcheck // fn returns no error
 }
