@@ -25,6 +25,9 @@ func TestGoldenV1(t *testing.T) { checkGolden(t, "v1", v1Messages()) }
 // but still decoded) to repeated FenceEntry (field 12).
 func TestGoldenV2(t *testing.T) { checkGolden(t, "v2", v2Messages()) }
 
+// v3 added DebounceSettings.detector (6) and FenceState.evidence (6).
+func TestGoldenV3(t *testing.T) { checkGolden(t, "v3", v3Messages()) }
+
 func checkGolden(t *testing.T, version string, msgs map[string]proto.Message) {
 	for name, want := range msgs {
 		t.Run(name, func(t *testing.T) {

@@ -63,3 +63,16 @@ func v2Messages() map[string]proto.Message {
 		},
 	}
 }
+
+// v3Messages are the messages schema v3 changed, fully populated: the debounce
+// settings name a detector, and a fence's state carries the sequential
+// evidence. Frozen like v1Messages: testdata/v3/*.bin.
+func v3Messages() map[string]proto.Message {
+	return map[string]proto.Message{
+		"DebounceSettings": &pb.DebounceSettings{MinSamples: 3, MinDwellMs: 15_000, HysteresisM: 25.5, LoiterMs: 300_000, SilenceTimeoutMs: 900_000, Detector: "sprt"},
+		"FenceState": &pb.FenceState{
+			Phase: pb.Phase_PHASE_EXITING, CandidateSinceMs: 1_700_000_020_000, CandidateSamples: 2,
+			InsideSinceMs: 1_700_000_015_000, DwellFired: true, Evidence: 6.25,
+		},
+	}
+}

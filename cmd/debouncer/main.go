@@ -43,6 +43,11 @@ func run(args []string, stderr io.Writer) error {
 	fs.Float64Var(&defaults.Hysteresis, "hysteresis", defaults.Hysteresis, "metres outside the edge a device must be to exit")
 	fs.DurationVar(&defaults.Loiter, "loiter", defaults.Loiter, "time inside before DWELL fires")
 	fs.DurationVar(&defaults.SilenceTimeout, "silence-timeout", defaults.SilenceTimeout, "silence while inside before an EXIT with reason TIMEOUT")
+	fs.Func("detector", "rule that confirms transitions: sprt (sequential evidence) or strict (whole accuracy circle on the new side); fences may override (default sprt)", func(v string) (err error) {
+		defaults.Detector, err = debounce.ParseDetector(v)
+		return err
+	})
+	fs.Float64Var(&defaults.FalseAlarm, "false-alarm", defaults.FalseAlarm, "sprt: false-alarm probability of one test for a device 2.5 m from the edge; sets the threshold")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: debouncer --brokers HOST:PORT --state-dir DIR [flags]")
 		fs.PrintDefaults()

@@ -210,7 +210,7 @@ func requireTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic st
 
 func runFencesList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("fences list", "fences list --brokers B",
-		"Reads the fences topic from its start to its current end and lists the live fences:\nid, name, kind and area (polygons) or radius (circles).")
+		"Reads the fences topic from its start to its current end and lists the live fences:\nid, name, kind and area (polygons) or radius (circles), and each fence's effective\ndebounce settings (its own, marked *, over the debouncer's built-in defaults).")
 	var kf kafkaFlags
 	kf.register(c.fs)
 	pos, code, ok := c.parse(args, stdout, stderr)
@@ -321,12 +321,15 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 
 func printFences(w io.Writer, list []*pb.Fence) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE")
+	fmt.Fprintln(tw, "ID\tNAME\tKIND\tSIZE\t"+settingsHeader)
 	for _, p := range list {
 		kind, size := describeFence(p)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetFenceId(), oneLine(p.GetName()), kind, size)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.GetFenceId(), oneLine(p.GetName()), kind, size, settingsColumns(p))
 	}
 	tw.Flush()
+	if len(list) > 0 {
+		fmt.Fprintln(w, settingsLegend())
+	}
 }
 
 // describeFence names the fence's kind and its size: the radius of a circle,

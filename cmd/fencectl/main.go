@@ -1,7 +1,8 @@
 // Command fencectl is fencestream's operator tool: it describes and checks the
 // declared topology, answers where a key lands, measures partition skew,
-// loads, deletes and lists fences, runs the fleet simulator, and runs the
-// embedded broker as a process of its own.
+// loads, deletes and lists fences, runs the fleet simulator, scores trigger
+// detectors against ground truth, and runs the embedded broker as a process of
+// its own.
 //
 // Exit codes: 0 success, 1 failure (including a topology mismatch or an
 // unreachable broker), 2 usage error, 3 skew above the alert threshold.
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSim(ctx, rest, stdout, stderr)
 	case "broker":
 		return runBroker(ctx, rest, stdout, stderr)
+	case "quality":
+		return runQuality(ctx, rest, stdout, stderr)
 	}
 	return usageError(stderr, "fencectl", "unknown command %q", cmd)
 }
@@ -82,6 +85,8 @@ Commands:
                       per keying strategy: misordered pairs per million and skew
   broker --data DIR [--listen 127.0.0.1:PORT]
                       run the embedded broker until SIGINT/SIGTERM; prints its address
+  quality [--seed S --devices N --noise 2,5,10 --format table|json ...]
+                      score trigger detectors against ground truth per distance band
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.

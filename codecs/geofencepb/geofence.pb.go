@@ -299,8 +299,11 @@ type DebounceSettings struct {
 	HysteresisM      float64                `protobuf:"fixed64,3,opt,name=hysteresis_m,json=hysteresisM,proto3" json:"hysteresis_m,omitempty"`
 	LoiterMs         int64                  `protobuf:"varint,4,opt,name=loiter_ms,json=loiterMs,proto3" json:"loiter_ms,omitempty"`
 	SilenceTimeoutMs int64                  `protobuf:"varint,5,opt,name=silence_timeout_ms,json=silenceTimeoutMs,proto3" json:"silence_timeout_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The rule that confirms transitions: "sprt" (sequential evidence) or
+	// "strict" (whole accuracy circle on the new side). Empty: the default.
+	Detector      string `protobuf:"bytes,6,opt,name=detector,proto3" json:"detector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DebounceSettings) Reset() {
@@ -366,6 +369,13 @@ func (x *DebounceSettings) GetSilenceTimeoutMs() int64 {
 		return x.SilenceTimeoutMs
 	}
 	return 0
+}
+
+func (x *DebounceSettings) GetDetector() string {
+	if x != nil {
+		return x.Detector
+	}
+	return ""
 }
 
 // Fence is one entry of the catalogue. Topic: fences (compacted),
@@ -577,6 +587,10 @@ type FenceState struct {
 	// Event time at which the device was confirmed inside.
 	InsideSinceMs int64 `protobuf:"varint,4,opt,name=inside_since_ms,json=insideSinceMs,proto3" json:"inside_since_ms,omitempty"`
 	DwellFired    bool  `protobuf:"varint,5,opt,name=dwell_fired,json=dwellFired,proto3" json:"dwell_fired,omitempty"`
+	// Sequential-evidence detector only: the log-likelihood ratio accumulated
+	// for the candidate transition (ENTERING, EXITING), above the test's lower
+	// threshold; 0 when settled (INSIDE) and in state written by other rules.
+	Evidence      float64 `protobuf:"fixed64,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -644,6 +658,13 @@ func (x *FenceState) GetDwellFired() bool {
 		return x.DwellFired
 	}
 	return false
+}
+
+func (x *FenceState) GetEvidence() float64 {
+	if x != nil {
+		return x.Evidence
+	}
+	return 0
 }
 
 // DeviceState is the debouncer's group-table value, key = device_id.
@@ -1141,7 +1162,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\vheading_deg\x18\x06 \x01(\x01R\n" +
 	"headingDeg\x12$\n" +
 	"\x0edevice_time_ms\x18\a \x01(\x03R\fdeviceTimeMs\x12\x10\n" +
-	"\x03hlc\x18\b \x01(\x04R\x03hlc\"\xc3\x01\n" +
+	"\x03hlc\x18\b \x01(\x04R\x03hlc\"\xdf\x01\n" +
 	"\x10DebounceSettings\x12\x1f\n" +
 	"\vmin_samples\x18\x01 \x01(\rR\n" +
 	"minSamples\x12 \n" +
@@ -1149,7 +1170,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"minDwellMs\x12!\n" +
 	"\fhysteresis_m\x18\x03 \x01(\x01R\vhysteresisM\x12\x1b\n" +
 	"\tloiter_ms\x18\x04 \x01(\x03R\bloiterMs\x12,\n" +
-	"\x12silence_timeout_ms\x18\x05 \x01(\x03R\x10silenceTimeoutMs\"\xba\x01\n" +
+	"\x12silence_timeout_ms\x18\x05 \x01(\x03R\x10silenceTimeoutMs\x12\x1a\n" +
+	"\bdetector\x18\x06 \x01(\tR\bdetector\"\xba\x01\n" +
 	"\x05Fence\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -1168,7 +1190,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11catalogue_version\x18\b \x01(\x04R\x10catalogueVersion\x12\x10\n" +
 	"\x03lat\x18\t \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\n" +
-	" \x01(\x01R\x03lon\"\xdd\x01\n" +
+	" \x01(\x01R\x03lon\"\xf9\x01\n" +
 	"\n" +
 	"FenceState\x12+\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x15.fencestream.v1.PhaseR\x05phase\x12,\n" +
@@ -1176,7 +1198,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11candidate_samples\x18\x03 \x01(\rR\x10candidateSamples\x12&\n" +
 	"\x0finside_since_ms\x18\x04 \x01(\x03R\rinsideSinceMs\x12\x1f\n" +
 	"\vdwell_fired\x18\x05 \x01(\bR\n" +
-	"dwellFired\"\xa1\x04\n" +
+	"dwellFired\x12\x1a\n" +
+	"\bevidence\x18\x06 \x01(\x01R\bevidence\"\xa1\x04\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12+\n" +

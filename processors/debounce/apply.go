@@ -70,6 +70,9 @@ func Resolved(defaults Settings, f *fences.Fence) Settings {
 	if o.SilenceTimeout > 0 {
 		s.SilenceTimeout = o.SilenceTimeout
 	}
+	if o.Detector != "" {
+		s.Detector = Detector(o.Detector)
+	}
 	return s
 }
 

@@ -1,6 +1,9 @@
 // Package debounce turns GPS pings into debounced ENTER / EXIT / DWELL triggers.
 //
-// machine.go is the pure per-(device, fence) state machine; apply.go measures a
+// machine.go is the pure per-(device, fence) state machine, with two rules
+// for what a fix is evidence of: sprt.go (sequential evidence, the default)
+// and the strict rule (whole accuracy circle); quality/ scores them against
+// other detectors (`fencectl quality`, QUALITY.md); apply.go measures a
 // ping against the fence catalogue and runs the machines of one device;
 // processor.go is the Goka group: input pings keyed by device_id, group table
 // keyed by device_id holding DeviceState, output fence-triggers keyed by

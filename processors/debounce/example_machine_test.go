@@ -7,10 +7,11 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 )
 
-// A vehicle drives into a fence, loiters, and leaves; GPS noise near the
-// edge fires nothing, and each trigger needs 3 samples over 10 s.
+// Under the strict rule a vehicle drives into a fence, loiters, and leaves;
+// GPS noise near the edge fires nothing, and each trigger needs 3 samples
+// whose accuracy circle is wholly on the new side, over 10 s.
 func ExampleStep() {
-	cfg := debounce.Resolve(debounce.DefaultSettings(), &geofencepb.DebounceSettings{LoiterMs: 60_000})
+	cfg := debounce.Resolve(debounce.DefaultSettings(), &geofencepb.DebounceSettings{LoiterMs: 60_000, Detector: "strict"})
 	if err := cfg.Validate(); err != nil {
 		fmt.Println(err)
 		return

@@ -11,7 +11,7 @@ import (
 type Sample struct {
 	TimeMs    int64   // event time of the ping (never wall clock)
 	Distance  float64 // signed metres to the fence edge: >0 inside, <0 outside
-	AccuracyM float64 // GPS accuracy radius, metres (0 = exact)
+	AccuracyM float64 // GPS accuracy: radius of the 68% circle, metres (0 = exact)
 }
 
 // Transition is one trigger fired by [Step] or [Timeout].
@@ -71,6 +71,16 @@ func classify(s Sample, hysteresis float64) evidence {
 // but callers must range over it: it is a slice so that a future rule firing
 // two triggers on one sample does not change the API. It is freshly allocated
 // and belongs to the caller.
+//
+// # Detectors
+//
+// cfg.Detector picks the rule that decides what a sample is evidence of.
+// Under [DetectorSPRT] (the default) every sample weighs in by its distance
+// and accuracy and a transition is confirmed when the accumulated evidence
+// passes a threshold; it is described in sprt.go. Everything below is the
+// [DetectorStrict] rule (also the zero Detector); the phases, state
+// ownership, MinSamples, MinDwell, DWELL, stale-sample and robustness rules
+// are the same under both.
 //
 // # Classifying a sample
 //
@@ -143,6 +153,14 @@ func classify(s Sample, hysteresis float64) evidence {
 // and hysteresis as 0); check settings with [Settings.Validate] before use.
 // An unknown phase (from a newer schema) is treated as settled OUTSIDE.
 func Step(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+	if cfg.Detector == DetectorSPRT {
+		return stepSPRT(st, s, cfg)
+	}
+	return stepStrict(st, s, cfg)
+}
+
+// stepStrict is Step under the strict rule.
+func stepStrict(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
 	ev := classify(s, cfg.Hysteresis)
 	if ev == evNoInformation {
 		return st, nil
@@ -177,12 +195,7 @@ func Step(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceS
 		case evOutside:
 			return advance(st, false, s, cfg)
 		case evInside, evLeanInside:
-			back := &geofencepb.FenceState{
-				Phase:         geofencepb.Phase_PHASE_INSIDE,
-				InsideSinceMs: st.InsideSinceMs,
-				DwellFired:    st.DwellFired,
-			}
-			return dwell(back, s, cfg)
+			return backInside(st, s, cfg)
 		}
 		return st, nil
 
@@ -210,29 +223,23 @@ func candidate(phase geofencepb.Phase, from *geofencepb.FenceState, s Sample) *g
 // met. fresh says st was just allocated by Step and may be updated in place;
 // otherwise st belongs to the caller and is copied, never modified.
 func advance(st *geofencepb.FenceState, fresh bool, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
-	need := uint32(1)
-	if cfg.MinSamples > 1 {
-		need = uint32(min(cfg.MinSamples, math.MaxUint32))
+	n, ready := count(st, s, cfg)
+	if ready {
+		return confirm(st, s)
 	}
-	n := st.CandidateSamples
-	if n < need {
-		n++ // saturates at need, so a full candidate waiting for MinDwell is a no-change
-	}
-	if n >= need && elapsed(st.CandidateSinceMs, s.TimeMs, cfg.MinDwell) {
-		if st.Phase == geofencepb.Phase_PHASE_EXITING {
-			return nil, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
-		}
-		return &geofencepb.FenceState{
-			Phase:         geofencepb.Phase_PHASE_INSIDE,
-			InsideSinceMs: s.TimeMs,
-		}, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_ENTER, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
-	}
-	if n == st.CandidateSamples {
-		return st, nil
-	}
-	if fresh {
-		st.CandidateSamples = n
-		return st, nil
+	return withCount(st, fresh, n, st.Evidence), nil
+}
+
+// withCount returns the candidate st with n samples and evidence e: st itself
+// when neither changed (no write), st updated in place when fresh (just
+// allocated by Step), else a copy, since st belongs to the caller.
+func withCount(st *geofencepb.FenceState, fresh bool, n uint32, e float64) *geofencepb.FenceState {
+	switch {
+	case n == st.CandidateSamples && e == st.Evidence:
+		return st
+	case fresh:
+		st.CandidateSamples, st.Evidence = n, e
+		return st
 	}
 	return &geofencepb.FenceState{
 		Phase:            st.Phase,
@@ -240,7 +247,45 @@ func advance(st *geofencepb.FenceState, fresh bool, s Sample, cfg Settings) (*ge
 		CandidateSamples: n,
 		InsideSinceMs:    st.InsideSinceMs,
 		DwellFired:       st.DwellFired,
-	}, nil
+		Evidence:         e,
+	}
+}
+
+// count counts sample s for the candidate st, saturating at MinSamples (so a
+// full candidate waiting for MinDwell is a no-change), and reports whether
+// MinSamples and MinDwell are both met.
+func count(st *geofencepb.FenceState, s Sample, cfg Settings) (n uint32, ready bool) {
+	need := uint32(1)
+	if cfg.MinSamples > 1 {
+		need = uint32(min(cfg.MinSamples, math.MaxUint32))
+	}
+	n = st.CandidateSamples
+	if n < need {
+		n++
+	}
+	return n, n >= need && elapsed(st.CandidateSinceMs, s.TimeMs, cfg.MinDwell)
+}
+
+// confirm completes the candidate st at sample s: EXIT and settled OUTSIDE
+// (nil), or ENTER and INSIDE since s.
+func confirm(st *geofencepb.FenceState, s Sample) (*geofencepb.FenceState, []Transition) {
+	if st.Phase == geofencepb.Phase_PHASE_EXITING {
+		return nil, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
+	}
+	return &geofencepb.FenceState{
+		Phase:         geofencepb.Phase_PHASE_INSIDE,
+		InsideSinceMs: s.TimeMs,
+	}, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_ENTER, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
+}
+
+// backInside cancels the EXITING candidate st: INSIDE again, in the same stay
+// (the exit never happened), and s may fire its DWELL.
+func backInside(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+	return dwell(&geofencepb.FenceState{
+		Phase:         geofencepb.Phase_PHASE_INSIDE,
+		InsideSinceMs: st.InsideSinceMs,
+		DwellFired:    st.DwellFired,
+	}, s, cfg)
 }
 
 // dwell fires DWELL for the INSIDE state st if it has not fired in this stay

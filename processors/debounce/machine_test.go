@@ -111,7 +111,7 @@ func TestClassify(t *testing.T) {
 
 // TestStepSingle checks every (phase, kind of sample) pair once.
 func TestStepSingle(t *testing.T) {
-	cfg := DefaultSettings() // 3 samples, 10 s, 25 m, loiter 5 min
+	cfg := strictDefaults() // 3 samples, 10 s, 25 m, loiter 5 min
 	const T = 1_000_000
 	loiter := cfg.Loiter.Milliseconds()
 	tests := []struct {
@@ -238,7 +238,7 @@ func evString(evs []event) string {
 }
 
 func TestStepSequences(t *testing.T) {
-	def := DefaultSettings()
+	def := strictDefaults()
 	raw := Settings{MinSamples: 1, Hysteresis: 25, Loiter: time.Minute, SilenceTimeout: time.Minute}
 	s := func(v ...Sample) []Sample { return v }
 	tests := []struct {
@@ -296,7 +296,7 @@ func TestStepSequences(t *testing.T) {
 }
 
 func TestStepDwellBoundary(t *testing.T) {
-	cfg := DefaultSettings()
+	cfg := strictDefaults()
 	cfg.Loiter = 90 * time.Second
 	st, evs := run(nil, cfg, in(1000), in(6000), in(11_000)) // ENTER at 11000
 	if evString(evs) != "2:ENTER/CONFIRMED" || st.InsideSinceMs != 11_000 {
@@ -329,7 +329,7 @@ func TestStepDwellBoundary(t *testing.T) {
 // TestStepHovering: thousands of ambiguous samples never move a state across
 // the edge, whatever state they find.
 func TestStepHovering(t *testing.T) {
-	cfg := DefaultSettings()
+	cfg := strictDefaults()
 	r := rand.New(rand.NewPCG(1, 2))
 	ambiguous := func(t int64) Sample {
 		switch r.IntN(3) {
@@ -407,7 +407,7 @@ func TestStepJitterNearEdge(t *testing.T) {
 		for i := range 20_000 { // 1 Hz for 5.5 hours
 			s := Sample{TimeMs: int64(i) * 1000, Distance: tt.truth + r.NormFloat64()*sigma, AccuracyM: acc}
 			var trs []Transition
-			st, trs = Step(st, s, DefaultSettings())
+			st, trs = Step(st, s, strictDefaults())
 			fired += len(trs)
 			rawSt, trs = Step(rawSt, Sample{TimeMs: s.TimeMs, Distance: s.Distance}, raw)
 			rawFired += len(trs)
@@ -442,7 +442,7 @@ func TestStepTrueCrossing(t *testing.T) {
 			}
 			s := Sample{TimeMs: i * 1000, Distance: d + r.NormFloat64()*5, AccuracyM: 7.5}
 			var trs []Transition
-			st, trs = Step(st, s, DefaultSettings())
+			st, trs = Step(st, s, strictDefaults())
 			for _, tr := range trs {
 				evs = append(evs, tr.Type.String())
 			}
@@ -507,7 +507,7 @@ func TestElapsed(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	cfg := DefaultSettings() // 10 min
+	cfg := strictDefaults() // 10 min
 	const T = 1_000_000_000
 	limit := cfg.SilenceTimeout.Milliseconds()
 	exitTimeout := Transition{typExit, timeout}
@@ -707,12 +707,14 @@ func TestStepProperty(t *testing.T) {
 }
 
 func TestStepNoChangeDoesNotAllocate(t *testing.T) {
-	cfg := DefaultSettings()
+	cfg := strictDefaults()
 	cases := []struct {
 		name string
 		st   *geofencepb.FenceState
 		s    Sample
 	}{
+		{"sprt: outside, fix leaning outside", nil, Sample{TimeMs: 5, Distance: -2, AccuracyM: 5}},
+		{"sprt: inside, fix short of the hysteresis line", fs(inside, 0, 0, 0, true), Sample{TimeMs: 5, Distance: -20, AccuracyM: 5}},
 		{"outside+out", nil, out(5)},
 		{"outside+band", nil, band(5)},
 		{"inside+in", fs(inside, 0, 0, 0, true), in(5)},
@@ -721,6 +723,10 @@ func TestStepNoChangeDoesNotAllocate(t *testing.T) {
 		{"exiting+band", fs(exiting, 0, 1, 0, false), band(5)},
 	}
 	for _, c := range cases {
+		cfg := cfg
+		if strings.HasPrefix(c.name, "sprt:") {
+			cfg = DefaultSettings()
+		}
 		if n := testing.AllocsPerRun(100, func() { Step(c.st, c.s, cfg) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", c.name, n)
 		}
@@ -731,7 +737,11 @@ func TestStepNoChangeDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkStep(b *testing.B) {
-	cfg := DefaultSettings()
+	b.Run("strict", func(b *testing.B) { benchStep(b, strictDefaults()) })
+	b.Run("sprt", func(b *testing.B) { benchStep(b, DefaultSettings()) })
+}
+
+func benchStep(b *testing.B, cfg Settings) {
 	b.Run("inside/steady", func(b *testing.B) {
 		st := fs(inside, 0, 0, 0, true)
 		b.ReportAllocs()
@@ -765,4 +775,12 @@ func BenchmarkStep(b *testing.B) {
 			st, _ = Step(st, Sample{TimeMs: int64(i) * 60_000, Distance: d}, cfg)
 		}
 	})
+}
+
+// strictDefaults are the defaults under the strict rule, which the tests in
+// this file pin down (sprt_test.go covers the sprt detector).
+func strictDefaults() Settings {
+	s := DefaultSettings()
+	s.Detector = DetectorStrict
+	return s
 }

@@ -19,6 +19,56 @@ type Settings struct {
 	Hysteresis     float64       // metres the point must be outside the edge to count for exit, default 25
 	Loiter         time.Duration // time inside before DWELL fires once, default 5m
 	SilenceTimeout time.Duration // silence while INSIDE before a TIMEOUT exit, default 10m
+
+	// Detector is the rule that confirms transitions, default [DetectorSPRT].
+	// The zero value is [DetectorStrict], so Settings built field by field
+	// keep the meaning they had before detectors existed.
+	Detector Detector
+	// FalseAlarm (α) and MissedDetection (β) are the error probabilities of
+	// one sequential test of the sprt detector for a device ResolutionM from
+	// the edge; they set its threshold (see sprt.go). Defaults 0.001, 0.001.
+	FalseAlarm      float64
+	MissedDetection float64
+	// ResolutionM (δ) is the sprt detector's indifference distance: each fix
+	// weighs "δ metres inside" against "δ metres outside". Devices closer to
+	// the edge than δ take longer to decide and may settle either way.
+	// Default 2.5 m.
+	ResolutionM float64
+}
+
+// Detector names a rule that confirms transitions.
+type Detector string
+
+const (
+	// DetectorSPRT accumulates each fix's log-likelihood ratio (Wald's
+	// sequential probability ratio test) and confirms when the evidence
+	// passes a threshold set from FalseAlarm and MissedDetection.
+	DetectorSPRT Detector = "sprt"
+	// DetectorStrict counts only fixes whose whole accuracy circle is on
+	// the new side (the rule before sprt; the zero Detector means it too).
+	DetectorStrict Detector = "strict"
+)
+
+// Detectors lists every detector name, the default first.
+func Detectors() []Detector { return []Detector{DetectorSPRT, DetectorStrict} }
+
+// ParseDetector returns the detector called name, or an error wrapping
+// [ErrInvalidSettings].
+func ParseDetector(name string) (Detector, error) {
+	for _, d := range Detectors() {
+		if string(d) == name {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown detector %q (want sprt or strict)", ErrInvalidSettings, name)
+}
+
+// String returns the detector's name; the zero Detector is "strict".
+func (d Detector) String() string {
+	if d == "" {
+		return string(DetectorStrict)
+	}
+	return string(d)
 }
 
 // Defaults of [DefaultSettings].
@@ -28,6 +78,11 @@ const (
 	DefaultHysteresis     = 25.0
 	DefaultLoiter         = 5 * time.Minute
 	DefaultSilenceTimeout = 10 * time.Minute
+
+	DefaultDetector        = DetectorSPRT
+	DefaultFalseAlarm      = 0.001
+	DefaultMissedDetection = 0.001
+	DefaultResolutionM     = 2.5
 )
 
 // Upper bounds enforced by [Settings.Validate]. They are generous on purpose:
@@ -39,21 +94,26 @@ const (
 	MaxHysteresis     = 100_000.0 // metres
 	MaxLoiter         = 365 * 24 * time.Hour
 	MaxSilenceTimeout = 365 * 24 * time.Hour
+	MaxResolutionM    = 1_000.0 // metres
 )
 
 // ErrInvalidSettings is wrapped by every error [Settings.Validate] returns.
 var ErrInvalidSettings = errors.New("debounce: invalid settings")
 
-// DefaultSettings returns the project defaults: 3 samples over 10 s to
-// confirm, a 25 m exit hysteresis, DWELL after 5 min, TIMEOUT after 10 min of
-// silence.
+// DefaultSettings returns the project defaults: the sprt detector (α = β =
+// 0.001 at 2.5 m from the edge), at least 3 samples over 10 s to confirm, a
+// 25 m exit hysteresis, DWELL after 5 min, TIMEOUT after 10 min of silence.
 func DefaultSettings() Settings {
 	return Settings{
-		MinSamples:     DefaultMinSamples,
-		MinDwell:       DefaultMinDwell,
-		Hysteresis:     DefaultHysteresis,
-		Loiter:         DefaultLoiter,
-		SilenceTimeout: DefaultSilenceTimeout,
+		MinSamples:      DefaultMinSamples,
+		MinDwell:        DefaultMinDwell,
+		Hysteresis:      DefaultHysteresis,
+		Loiter:          DefaultLoiter,
+		SilenceTimeout:  DefaultSilenceTimeout,
+		Detector:        DefaultDetector,
+		FalseAlarm:      DefaultFalseAlarm,
+		MissedDetection: DefaultMissedDetection,
+		ResolutionM:     DefaultResolutionM,
 	}
 }
 
@@ -82,6 +142,9 @@ func Resolve(d Settings, p *geofencepb.DebounceSettings) Settings {
 	if p.SilenceTimeoutMs != 0 {
 		s.SilenceTimeout = millis(p.SilenceTimeoutMs)
 	}
+	if p.Detector != "" {
+		s.Detector = Detector(p.Detector) // an unknown name is left for Validate
+	}
 	return s
 }
 
@@ -101,7 +164,9 @@ func millis(ms int64) time.Duration {
 // Validate reports every negative, non-finite or absurd field, joined into
 // one error that wraps [ErrInvalidSettings]. MinSamples must be at least 1,
 // SilenceTimeout must be positive; MinDwell, Hysteresis and Loiter may be
-// zero (MinSamples 1, MinDwell 0, Hysteresis 0 is a raw detector).
+// zero (MinSamples 1, MinDwell 0, Hysteresis 0 is a raw detector under the
+// strict rule). Detector must be known; under sprt, FalseAlarm and
+// MissedDetection are in (0, 0.5) and ResolutionM is positive.
 func (s Settings) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -134,5 +199,23 @@ func (s Settings) Validate() error {
 	}
 	checkDur("Loiter", s.Loiter, MaxLoiter, true)
 	checkDur("SilenceTimeout", s.SilenceTimeout, MaxSilenceTimeout, false)
+	if s.Detector != "" {
+		if _, err := ParseDetector(string(s.Detector)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Detector == DetectorSPRT {
+		for _, p := range []struct {
+			name string
+			v    float64
+		}{{"FalseAlarm", s.FalseAlarm}, {"MissedDetection", s.MissedDetection}} {
+			if !(p.v > 0 && p.v < 0.5) { // NaN fails too
+				bad("%s is %v, must be a probability in (0, 0.5)", p.name, p.v)
+			}
+		}
+		if !(s.ResolutionM > 0 && s.ResolutionM <= MaxResolutionM) {
+			bad("ResolutionM is %v m, must be in (0, %v]", s.ResolutionM, MaxResolutionM)
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -12,7 +12,8 @@ import (
 
 func TestDefaultSettings(t *testing.T) {
 	d := DefaultSettings()
-	want := Settings{MinSamples: 3, MinDwell: 10 * time.Second, Hysteresis: 25, Loiter: 5 * time.Minute, SilenceTimeout: 10 * time.Minute}
+	want := Settings{MinSamples: 3, MinDwell: 10 * time.Second, Hysteresis: 25, Loiter: 5 * time.Minute, SilenceTimeout: 10 * time.Minute,
+		Detector: DetectorSPRT, FalseAlarm: 0.001, MissedDetection: 0.001, ResolutionM: 2.5}
 	if d != want {
 		t.Fatalf("DefaultSettings() = %+v, want %+v", d, want)
 	}
@@ -23,6 +24,14 @@ func TestDefaultSettings(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	d := DefaultSettings()
+	// ov is d with the five original fields replaced.
+	ov := func(n int, dwell time.Duration, hyst float64, loiter, silence time.Duration) Settings {
+		s := d
+		s.MinSamples, s.MinDwell, s.Hysteresis, s.Loiter, s.SilenceTimeout = n, dwell, hyst, loiter, silence
+		return s
+	}
+	strict := d
+	strict.Detector = DetectorStrict
 	tests := []struct {
 		name string
 		p    *geofencepb.DebounceSettings
@@ -31,21 +40,22 @@ func TestResolve(t *testing.T) {
 		{"nil is the defaults", nil, d},
 		{"all zero is the defaults", &geofencepb.DebounceSettings{}, d},
 		{"min samples", &geofencepb.DebounceSettings{MinSamples: 5},
-			Settings{5, d.MinDwell, d.Hysteresis, d.Loiter, d.SilenceTimeout}},
+			ov(5, d.MinDwell, d.Hysteresis, d.Loiter, d.SilenceTimeout)},
 		{"min dwell", &geofencepb.DebounceSettings{MinDwellMs: 2500},
-			Settings{d.MinSamples, 2500 * time.Millisecond, d.Hysteresis, d.Loiter, d.SilenceTimeout}},
+			ov(d.MinSamples, 2500*time.Millisecond, d.Hysteresis, d.Loiter, d.SilenceTimeout)},
 		{"hysteresis", &geofencepb.DebounceSettings{HysteresisM: 7.5},
-			Settings{d.MinSamples, d.MinDwell, 7.5, d.Loiter, d.SilenceTimeout}},
+			ov(d.MinSamples, d.MinDwell, 7.5, d.Loiter, d.SilenceTimeout)},
 		{"loiter", &geofencepb.DebounceSettings{LoiterMs: 60_000},
-			Settings{d.MinSamples, d.MinDwell, d.Hysteresis, time.Minute, d.SilenceTimeout}},
+			ov(d.MinSamples, d.MinDwell, d.Hysteresis, time.Minute, d.SilenceTimeout)},
 		{"silence timeout", &geofencepb.DebounceSettings{SilenceTimeoutMs: 3_600_000},
-			Settings{d.MinSamples, d.MinDwell, d.Hysteresis, d.Loiter, time.Hour}},
+			ov(d.MinSamples, d.MinDwell, d.Hysteresis, d.Loiter, time.Hour)},
 		{"everything", &geofencepb.DebounceSettings{MinSamples: 1, MinDwellMs: 1, HysteresisM: 1, LoiterMs: 1, SilenceTimeoutMs: 1},
-			Settings{1, time.Millisecond, 1, time.Millisecond, time.Millisecond}},
+			ov(1, time.Millisecond, 1, time.Millisecond, time.Millisecond)},
 		{"negative values are carried for Validate", &geofencepb.DebounceSettings{MinDwellMs: -1, HysteresisM: -2},
-			Settings{d.MinSamples, -time.Millisecond, -2, d.Loiter, d.SilenceTimeout}},
+			ov(d.MinSamples, -time.Millisecond, -2, d.Loiter, d.SilenceTimeout)},
+		{"detector", &geofencepb.DebounceSettings{Detector: "strict"}, strict},
 		{"huge milliseconds saturate", &geofencepb.DebounceSettings{LoiterMs: math.MaxInt64, MinDwellMs: math.MinInt64},
-			Settings{d.MinSamples, math.MinInt64, d.Hysteresis, math.MaxInt64, d.SilenceTimeout}},
+			ov(d.MinSamples, math.MinInt64, d.Hysteresis, math.MaxInt64, d.SilenceTimeout)},
 	}
 	for _, tt := range tests {
 		if got := Resolve(d, tt.p); got != tt.want {
@@ -73,7 +83,13 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", ok, nil},
 		{"raw detector", Settings{MinSamples: 1, SilenceTimeout: time.Minute}, nil},
-		{"at the limits", Settings{MaxMinSamples, MaxMinDwell, MaxHysteresis, MaxLoiter, MaxSilenceTimeout}, nil},
+		{"at the limits", Settings{MinSamples: MaxMinSamples, MinDwell: MaxMinDwell, Hysteresis: MaxHysteresis, Loiter: MaxLoiter, SilenceTimeout: MaxSilenceTimeout}, nil},
+		{"strict detector", with(func(s *Settings) { s.Detector = DetectorStrict; s.FalseAlarm = 0 }), nil},
+		{"unknown detector", with(func(s *Settings) { s.Detector = "bayes" }), []string{`unknown detector "bayes"`}},
+		{"false alarm not a probability", with(func(s *Settings) { s.FalseAlarm = 0 }), []string{"FalseAlarm is 0"}},
+		{"missed detection NaN", with(func(s *Settings) { s.MissedDetection = math.NaN() }), []string{"MissedDetection is NaN"}},
+		{"missed detection a coin toss", with(func(s *Settings) { s.MissedDetection = 0.5 }), []string{"MissedDetection is 0.5"}},
+		{"resolution zero", with(func(s *Settings) { s.ResolutionM = 0 }), []string{"ResolutionM is 0"}},
 		{"zero samples", with(func(s *Settings) { s.MinSamples = 0 }), []string{"MinSamples is 0"}},
 		{"negative samples", with(func(s *Settings) { s.MinSamples = -3 }), []string{"MinSamples is -3"}},
 		{"too many samples", with(func(s *Settings) { s.MinSamples = MaxMinSamples + 1 }), []string{"MinSamples", "limit"}},

@@ -26,12 +26,21 @@ type Settings struct {
 	Loiter time.Duration
 	// SilenceTimeout closes an INSIDE device that has been silent this long.
 	SilenceTimeout time.Duration
+	// Detector is the debouncer's rule for this fence: "sprt" or "strict"
+	// (see debounce.Detector); empty means the debouncer's default.
+	Detector string
 }
 
 // IsZero reports whether s overrides nothing.
 func (s Settings) IsZero() bool { return s == Settings{} }
 
 func (s Settings) validate() error {
+	// The names of debounce.Detector; this package cannot import debounce.
+	switch s.Detector {
+	case "", "sprt", "strict":
+	default:
+		return errorf(ErrInvalidProperty, "detector %q (want sprt or strict)", s.Detector)
+	}
 	if !(s.HysteresisM >= 0) || math.IsInf(s.HysteresisM, 0) {
 		return errorf(ErrInvalidProperty, "hysteresis_m %v (want a finite value >= 0)", s.HysteresisM)
 	}

@@ -25,7 +25,8 @@ const maxSettingSeconds = 1e9
 // properties.id (a string valid as a Kafka key, unique in the file), may
 // have name, radius_m (required > 0 for Point circles, absent for polygons)
 // and the debounce settings min_samples, min_dwell_s, hysteresis_m,
-// loiter_s and silence_timeout_s; other properties are ignored. Geometry is
+// loiter_s, silence_timeout_s and detector ("sprt" or "strict"); other
+// properties are ignored. Geometry is
 // Polygon, MultiPolygon or Point (circle). The file is accepted whole or
 // rejected whole: on error no fence is returned and the error lists every
 // bad feature (up to 20) as a *FenceError, joined with errors.Join.
@@ -196,6 +197,11 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 	if f.Settings.SilenceTimeout, err = seconds("silence_timeout_s"); err != nil {
 		return err
 	}
+	if raw, ok := props["detector"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &f.Settings.Detector); err != nil {
+			return errorf(ErrInvalidProperty, "properties.detector must be a string, got %s", raw)
+		}
+	}
 	return nil
 }
 
@@ -303,6 +309,7 @@ func FenceFromProto(p *geofencepb.Fence) (Fence, error) {
 			HysteresisM:    s.GetHysteresisM(),
 			Loiter:         time.Duration(s.GetLoiterMs()) * time.Millisecond,
 			SilenceTimeout: time.Duration(s.GetSilenceTimeoutMs()) * time.Millisecond,
+			Detector:       s.GetDetector(),
 		}
 	}
 	if err := validateID(f.ID); err != nil {
@@ -342,6 +349,7 @@ func (f *Fence) ToProto() (*geofencepb.Fence, error) {
 			HysteresisM:      f.Settings.HysteresisM,
 			LoiterMs:         f.Settings.Loiter.Milliseconds(),
 			SilenceTimeoutMs: f.Settings.SilenceTimeout.Milliseconds(),
+			Detector:         f.Settings.Detector,
 		}
 	}
 	return p, nil

@@ -57,6 +57,8 @@ func TestParseFeatureCollectionRejects(t *testing.T) {
 		{"latitude out of range", fc(good, feature(`"id":"lat"`, polygonGeom(`[[13.40,52.50],[13.41,91],[13.41,52.51],[13.40,52.50]]`))), ErrInvalidCoordinates, 1, "lat", "position 1"},
 		{"longitude out of range", fc(good, feature(`"id":"lon"`, polygonGeom(`[[13.40,52.50],[181,52.50],[13.41,52.51],[13.40,52.50]]`))), ErrInvalidCoordinates, 1, "lon", "position 1"},
 		{"huge number", fc(good, feature(`"id":"huge"`, polygonGeom(`[[13.40,52.50],[1e999,52.50],[13.41,52.51],[13.40,52.50]]`))), ErrInvalidCoordinates, 1, "huge", "1e999"},
+		{"unknown detector", fc(good, feature(`"id":"det","detector":"bayes"`, polygonGeom(square))), ErrInvalidProperty, 1, "det", `detector "bayes"`},
+		{"detector not a string", fc(good, feature(`"id":"det","detector":1`, polygonGeom(square))), ErrInvalidProperty, 1, "det", "properties.detector must be a string"},
 		{"null coordinate", fc(good, feature(`"id":"null"`, polygonGeom(`[[13.40,52.50],[null,52.50],[13.41,52.51],[13.40,52.50]]`))), ErrInvalidCoordinates, 1, "null", "contain null"},
 		{"position with one value", fc(good, feature(`"id":"short"`, polygonGeom(`[[13.40,52.50],[13.41],[13.41,52.51],[13.40,52.50]]`))), ErrInvalidCoordinates, 1, "short", "1 values"},
 		{"LineString", fc(good, feature(`"id":"line"`, `{"type":"LineString","coordinates":[[13.4,52.5],[13.5,52.5]]}`)), ErrUnsupportedGeometry, 1, "line", `"LineString"`},
@@ -128,7 +130,7 @@ func TestParseReportsEveryBadFeature(t *testing.T) {
 func TestParseFeatureCollectionAccepts(t *testing.T) {
 	doc := fc(
 		good,
-		feature(`"id":"circle","name":"C","radius_m":250.5,"min_samples":3,"min_dwell_s":1.5,"hysteresis_m":20,"loiter_s":600,"silence_timeout_s":3600,"stroke":"#ff0000"`,
+		feature(`"id":"circle","name":"C","radius_m":250.5,"min_samples":3,"min_dwell_s":1.5,"hysteresis_m":20,"loiter_s":600,"silence_timeout_s":3600,"detector":"strict","stroke":"#ff0000"`,
 			`{"type":"Point","coordinates":[13.4,52.5,34.0]}`),
 		feature(`"id":"multi","name":null`, `{"type":"MultiPolygon","coordinates":[[[[13.40,52.50],[13.41,52.50],[13.41,52.51],[13.40,52.50]]],[[[13.50,52.50],[13.51,52.50],[13.51,52.51],[13.50,52.50]]]]}`),
 		// Counter-clockwise and clockwise rings are both accepted (RFC 7946 §3.1.6).
@@ -144,7 +146,7 @@ func TestParseFeatureCollectionAccepts(t *testing.T) {
 		t.Fatalf("got %d fences, want 5", len(got))
 	}
 	c := got[1]
-	want := &geofencepb.DebounceSettings{MinSamples: 3, MinDwellMs: 1500, HysteresisM: 20, LoiterMs: 600_000, SilenceTimeoutMs: 3_600_000}
+	want := &geofencepb.DebounceSettings{MinSamples: 3, MinDwellMs: 1500, HysteresisM: 20, LoiterMs: 600_000, SilenceTimeoutMs: 3_600_000, Detector: "strict"}
 	if c.GetFenceId() != "circle" || c.GetName() != "C" || c.GetRadiusM() != 250.5 ||
 		string(c.GetGeometryGeojson()) != `{"type":"Point","coordinates":[13.4,52.5]}` ||
 		c.GetSettings().String() != want.String() {
@@ -157,7 +159,7 @@ func TestParseFeatureCollectionAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Settings != (Settings{MinSamples: 3, MinDwell: 1500 * time.Millisecond, HysteresisM: 20, Loiter: 10 * time.Minute, SilenceTimeout: time.Hour}) {
+	if f.Settings != (Settings{MinSamples: 3, MinDwell: 1500 * time.Millisecond, HysteresisM: 20, Loiter: 10 * time.Minute, SilenceTimeout: time.Hour, Detector: "strict"}) {
 		t.Errorf("settings = %+v", f.Settings)
 	}
 

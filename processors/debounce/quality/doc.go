@@ -1,0 +1,38 @@
+// Package quality scores trigger detectors against ground truth on seeded
+// workloads: the debouncer's own rules (debounce.Apply under the sprt and
+// strict detectors) side by side with the detectors people compare it with
+// (raw point-in-polygon, N consecutive samples, N samples plus an exit
+// hysteresis) and the all-fixes bound. `fencectl quality` prints its report.
+//
+// # Workloads
+//
+//   - Parked near an edge: each device stands still at a true signed distance
+//     drawn uniformly from 0–MaxDistanceM inside or outside (alternating) an
+//     edge of an octagonal fence (sides of 460 m; devices on the middle half
+//     of a side) and reports Fixes fixes at 1 Hz with independent Gaussian
+//     noise of σ metres per axis and a reported accuracy of ratio × σ. Truth
+//     is the side of the true position (Fence.SignedDistance); a device
+//     truly inside owes one ENTER (every detector starts OUTSIDE), a device
+//     outside none.
+//   - The moving fleet (processors/fleet) over the demo fences, with each
+//     fence's own settings: every true crossing must be detected once.
+//
+// # Scores
+//
+// Per distance band and detector: final state correct (inside or not after
+// the last fix), recall (inside devices that got an ENTER), false ENTERs
+// (ENTER triggers of outside devices), flapping devices (more than one
+// trigger; the truth allows at most one), devices with a second ENTER, and
+// the delay from the first fix to the ENTER. The all-fixes bound classifies a
+// device by the mean signed distance of all its fixes: what a detector that
+// waits for every fix could know; it fires no triggers and has no delay.
+//
+// On the moving fleet, per (device, fence) and in time order, a detected
+// trigger matches the latest true transition of its type that is at or
+// before it (with 30 s of slack, for detectors that fire on a noisy fix
+// before the truth) and after the last one matched; the rest are spurious,
+// and unmatched true transitions are missed.
+//
+// Everything is deterministic for a Config: the same seed gives the same
+// report on every machine.
+package quality

@@ -1,0 +1,191 @@
+package debounce
+
+import (
+	"math"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+)
+
+// The sequential-evidence detector ([DetectorSPRT]).
+//
+// # Evidence of one fix
+//
+// Near a straight stretch of edge only the fix's offset along the edge normal
+// matters. Model the measured signed distance x (metres, positive inside, as
+// Fence.SignedDistance) as Gaussian around the true distance with standard
+// deviation σ, and weigh the two simple hypotheses "the device is δ inside"
+// against "δ outside" (δ = Settings.ResolutionM). Their log-likelihood ratio is
+//
+//	λ(x) = log N(x; +δ, σ²) − log N(x; −δ, σ²) = 2δx / σ²
+//
+// Summed over fixes this is proportional to Σ x_i/σ_i², the inverse-variance
+// weighted mean distance: the statistic the all-fixes bound uses, kept as a
+// running sum so it can decide early. A fix near the edge is weak evidence,
+// not none, and a coarse fix counts for less (1/σ², not 1/σ).
+//
+// σ comes from the fix's accuracy. Convention: accuracy is the radius of the
+// 68% circle (Ping.accuracy_m). For a circular Gaussian that radius is 1.51 σ
+// per axis, so an honest receiver's σ along the normal is accuracy/1.51; we
+// take σ = accuracy instead. That overstates an honest receiver's noise by
+// 1.5× (each fix weighs 2.3× less, costing delay, never false triggers) and
+// is right for the many receivers, and the fleet simulator, that report the
+// 1σ per-axis error as "accuracy". σ is at least minSigmaM, so an exact fix
+// (accuracy 0) is strong evidence but not infinite.
+//
+// # The test
+//
+// Wald's thresholds for error probabilities α (FalseAlarm) and β
+// (MissedDetection) are A = log((1−β)/α) to accept the transition and
+// B = log(β/(1−α)) to reject it. A settled state (nil OUTSIDE, or INSIDE)
+// holds the evidence at B: the test has accepted "no transition". Evidence is
+// stored above that floor (FenceState.evidence = S − B ≥ 0), so a transition
+// needs the full span A − B (13.8 with the defaults) of net evidence; from the
+// floor the candidate (ENTERING or EXITING) starts with the first fix that
+// raises it, and is abandoned when the evidence falls back to the floor.
+// A transition is confirmed when the evidence reaches A and, as under the
+// strict rule, the candidate has MinSamples samples and lasted MinDwell in
+// event time.
+//
+// Exit evidence is measured against the edge moved outward by Hysteresis:
+// x' = −x − Hysteresis, so a device sitting in the band (or just inside)
+// builds none, and a device parked near the edge cannot flap.
+//
+// # Bounds, and why
+//
+//   - Each fix's λ is clamped to ±(A−B)/max(MinSamples, 2): one wild fix (a
+//     multipath jump hundreds of metres into the fence) cannot confirm alone,
+//     nor erase the evidence of several good ones; MinSamples full-weight
+//     fixes are the fastest confirmation.
+//   - The evidence never goes below the floor B: a long stay on one side does
+//     not bank evidence against leaving it, which would delay the EXIT (or
+//     ENTER) of a device that really moves by however long it stayed. This is
+//     Page's CUSUM form of the test: each excursion off the floor is a fresh
+//     SPRT.
+//   - The evidence never goes above A: a candidate waiting for MinSamples or
+//     MinDwell does not bank evidence that a few contrary fixes could not
+//     undo.
+//
+// Every fix is treated as independent. Real GPS errors of a stationary
+// receiver are correlated over tens of seconds, which makes a run of fixes
+// worth less than the sum says; MinDwell is the guard against that.
+
+// minSigmaM is the least noise scale of a fix, metres: a fix with accuracy 0
+// (or below a metre) is not taken as exact, since fence edges are not drawn
+// to better than that either.
+const minSigmaM = 1.0
+
+// sprtTest holds the constants of the test for one Settings.
+type sprtTest struct {
+	span  float64 // A − B: evidence from the floor to the threshold
+	clamp float64 // the most one fix adds or removes
+	delta float64 // δ, metres
+}
+
+func newSPRT(cfg Settings) sprtTest {
+	alpha, beta, delta := cfg.FalseAlarm, cfg.MissedDetection, cfg.ResolutionM
+	// Out-of-range values from an unvalidated config fall back to defaults,
+	// so Step stays total (Validate reports them).
+	if !(alpha > 0 && alpha < 0.5) {
+		alpha = DefaultFalseAlarm
+	}
+	if !(beta > 0 && beta < 0.5) {
+		beta = DefaultMissedDetection
+	}
+	if !(delta > 0 && delta <= MaxResolutionM) {
+		delta = DefaultResolutionM
+	}
+	span := defaultSpan // two logs cost more than the rest of Step
+	if alpha != DefaultFalseAlarm || beta != DefaultMissedDetection {
+		span = waldSpan(alpha, beta)
+	}
+	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta}
+}
+
+// waldSpan is A − B: Wald's upper threshold log((1−β)/α) minus his lower
+// one log(β/(1−α)).
+func waldSpan(alpha, beta float64) float64 {
+	return math.Log((1-beta)/alpha) - math.Log(beta/(1-alpha))
+}
+
+var defaultSpan = waldSpan(DefaultFalseAlarm, DefaultMissedDetection)
+
+// SPRTThreshold returns the evidence span A − B the sprt detector needs to
+// confirm a transition under cfg, and the most one fix can contribute.
+func SPRTThreshold(cfg Settings) (span, perFix float64) {
+	t := newSPRT(cfg)
+	return t.span, t.clamp
+}
+
+// llr is the clamped evidence of one fix at signed distance x (metres from
+// the reference line, positive towards the candidate side).
+func (t sprtTest) llr(x, accuracy float64) float64 {
+	sigma := accuracy
+	if !(sigma >= minSigmaM) {
+		sigma = minSigmaM
+	}
+	l := 2 * t.delta * x / (sigma * sigma)
+	return max(-t.clamp, min(t.clamp, l))
+}
+
+// stepSPRT is Step under the sprt detector: the same phases, state ownership,
+// MinSamples, MinDwell, DWELL and stale-sample rules as the strict rule; only
+// what counts as evidence differs (see the top of this file).
+func stepSPRT(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+	d, acc := s.Distance, s.AccuracyM
+	if math.IsNaN(d) || math.IsNaN(acc) {
+		return st, nil
+	}
+	hyst := cfg.Hysteresis
+	if !(hyst >= 0) {
+		hyst = 0
+	}
+	t := newSPRT(cfg)
+	switch st.GetPhase() {
+	case geofencepb.Phase_PHASE_ENTERING:
+		if s.TimeMs < st.CandidateSinceMs {
+			return st, nil
+		}
+		return t.accumulate(st, false, t.llr(d, acc), s, cfg)
+
+	case geofencepb.Phase_PHASE_INSIDE:
+		if s.TimeMs < st.InsideSinceMs {
+			return st, nil
+		}
+		l := t.llr(-d-hyst, acc)
+		if !(l > 0) {
+			return dwell(st, s, cfg)
+		}
+		return t.accumulate(candidate(geofencepb.Phase_PHASE_EXITING, st, s), true, l, s, cfg)
+
+	case geofencepb.Phase_PHASE_EXITING:
+		if s.TimeMs < st.CandidateSinceMs {
+			return st, nil
+		}
+		return t.accumulate(st, false, t.llr(-d-hyst, acc), s, cfg)
+
+	default: // OUTSIDE, nil, or an unknown phase: evidence at the floor
+		l := t.llr(d, acc)
+		if !(l > 0) {
+			return nil, nil
+		}
+		return t.accumulate(candidate(geofencepb.Phase_PHASE_ENTERING, nil, s), true, l, s, cfg)
+	}
+}
+
+// accumulate adds one fix's evidence l to the candidate st (ENTERING or
+// EXITING), abandons it at the floor and confirms it at the threshold once
+// MinSamples and MinDwell are met. fresh says st was just allocated by Step.
+func (t sprtTest) accumulate(st *geofencepb.FenceState, fresh bool, l float64, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+	e := min(st.Evidence+l, t.span)
+	if !(e > 0) { // back at the floor: the test rejected the transition
+		if st.Phase == geofencepb.Phase_PHASE_EXITING {
+			return backInside(st, s, cfg)
+		}
+		return nil, nil
+	}
+	n, ready := count(st, s, cfg)
+	if ready && e >= t.span {
+		return confirm(st, s)
+	}
+	return withCount(st, fresh, n, e), nil // a saturated candidate waiting for MinDwell is no write
+}
