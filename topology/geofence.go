@@ -35,7 +35,8 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 	}
 	n := cfg.partitions
 	return &Topology{
-		Name: "geofence",
+		Name:            "geofence",
+		KeyedPartitions: n,
 		Topics: []Topic{
 			{Name: TopicPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: n, Cleanup: CleanupDelete,
 				Doc: "GPS pings; per-device order is required, so hot devices are reported, never salted"},

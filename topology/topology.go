@@ -92,6 +92,10 @@ type Topology struct {
 	Topics     []Topic
 	Processors []Processor
 	Boundaries []Boundary
+	// KeyedPartitions is the partition count a topic added by an Extension
+	// gets when it declares none, so it co-partitions with the topology's
+	// keyed topics (0: DefaultPartitions).
+	KeyedPartitions int32
 }
 
 // Topic returns the declared topic by name.

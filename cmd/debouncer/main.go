@@ -65,13 +65,17 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	topo, err := pf.Topology()
+	if err != nil {
+		return err
+	}
 	ctx, stop := daemon.SignalContext()
 	defer stop()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return daemon.ServeMetrics(ctx, pf.MetricsAddr, log) })
 	g.Go(func() error {
 		return debounce.Run(ctx, pf.Cluster, debounce.RunConfig{
-			Topology:     pf.Topology(),
+			Topology:     topo,
 			StateDir:     pf.StateDir,
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,

@@ -201,7 +201,11 @@ func TestPartitionBadKeys(t *testing.T) {
 func TestTopologyDescribe(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "describe")
 	wantCode(t, code, 0, out, errs)
-	wantContains(t, out, topology.Geofence().Describe())
+	composed, err := topology.Compose(topology.Geofence())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, out, composed.Describe())
 	code, out, errs = fencectl(t, "topology", "describe", "--format", "mermaid", "--partitions", "6")
 	wantCode(t, code, 0, out, errs)
 	wantContains(t, out, "flowchart", "6 partitions")
@@ -214,7 +218,7 @@ func TestTopologyCheckCreatesThenMatches(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "check", "--brokers", addr)
 	wantCode(t, code, exitFailure, out, errs)
 	wantContains(t, out, `MISMATCH topic "pings" does not exist`, `MISMATCH topic "fences" does not exist`)
-	wantContains(t, errs, "9 mismatch(es)")
+	wantContains(t, errs, "10 mismatch(es)")
 
 	code, out, errs = fencectl(t, "topology", "check", "--create", "--partitions", "4", "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)

@@ -43,8 +43,8 @@ func runTopologyDescribe(args []string, stdout, stderr io.Writer) int {
 	if err := checkPartitions(*partitions); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	topo := topology.Geofence(topology.WithPartitions(int32(*partitions)))
-	if err := topo.Validate(); err != nil {
+	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(*partitions))))
+	if err != nil {
 		return c.fail(stderr, err)
 	}
 	switch *format {
@@ -89,7 +89,10 @@ topics are created first (existing ones are never changed).`)
 		return c.fail(stderr, err)
 	}
 	defer kc.Close()
-	topo := topology.Geofence(topology.WithPartitions(int32(*partitions)))
+	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(*partitions))))
+	if err != nil {
+		return c.fail(stderr, err)
+	}
 	// Creating topics waits for them to appear; give it more than one round trip.
 	cctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
 	defer cancel()

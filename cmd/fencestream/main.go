@@ -223,7 +223,10 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		brokerNote = "embedded, data in " + o.brokerDir()
 		log.Info("embedded broker started", "addr", strings.Join(b.Addrs(), ","), "data", b.DataDir())
 	}
-	topo := topology.Geofence(topology.WithPartitions(int32(o.partitions)))
+	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(o.partitions))))
+	if err != nil {
+		return err
+	}
 	if _, err := group.CheckBroker(ctx, o.cl, topo, true); err != nil {
 		return err
 	}
@@ -269,6 +272,12 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			CatalogueReady: follower.Ready(),
 		})
 	})
+	// Processors registered by packages linked into this binary run too.
+	for _, r := range group.Runners() {
+		g.Go(func() error {
+			return r.Run(gctx, group.Env{Cluster: o.cl, Topology: topo, StateDir: o.stateDir(), HotStandby: o.hotStandby, Log: log.With("component", r.Name)})
+		})
+	}
 	g.Go(func() error {
 		return occupancy.Run(gctx, o.cl, occupancy.RunConfig{
 			Topology:     topo,

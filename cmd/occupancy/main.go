@@ -69,12 +69,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 		return err
 	}
 	slog.SetDefault(log) // the lag reporter logs to the default logger
+	topo, err := pf.Topology()
+	if err != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return daemon.ServeMetrics(gctx, pf.MetricsAddr, log) })
 	g.Go(func() error {
 		return occupancy.Run(gctx, pf.Cluster, occupancy.RunConfig{
-			Topology:     pf.Topology(),
+			Topology:     topo,
 			StateDir:     pf.StateDir,
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,

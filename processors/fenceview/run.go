@@ -90,7 +90,12 @@ func Run(ctx context.Context, o Options) error {
 		o.Cluster.ClientID = "fenceview"
 	}
 	log := o.Log
-	topo := topology.Geofence(topology.WithPartitions(o.Partitions))
+	// The composed topology: processors registered in this binary show in
+	// /v1/topology and their topics are checked too.
+	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(o.Partitions)))
+	if err != nil {
+		return fmt.Errorf("fenceview: %w", err)
+	}
 	if _, err := group.CheckBroker(ctx, o.Cluster, topo, !o.NoCreateTopics); err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
@@ -107,6 +112,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
+	var extra []Opt
+	for _, r := range registeredRoutes() {
+		b, err := r.build(o.Cluster)
+		if err != nil {
+			return fmt.Errorf("fenceview: route %s: %w", r.pattern, err)
+		}
+		extra = append(extra, WithRoute(r.pattern, b.handler))
+		g.Go(func() error { return b.run(ctx) })
+	}
 	feed := NewFeed(0)
 	consumer := NewTriggerConsumer(o.Cluster, feed, log)
 	srv, err := NewServer(Sources{
@@ -115,7 +129,7 @@ func Run(ctx context.Context, o Options) error {
 		Fences:    cat,
 		Ready:     AllReady(views, ChanReady(consumer.Ready(), "live trigger feed is connecting")),
 		Feed:      feed,
-	}, append(append([]Opt{WithLogger(log)}, o.ServerOpts...), WithTopology(topo))...)
+	}, append(append(append([]Opt{WithLogger(log)}, o.ServerOpts...), extra...), WithTopology(topo))...)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,7 @@ type config struct {
 	now       func() time.Time
 	heartbeat time.Duration
 	deviceCap int
+	routes    []route
 }
 
 // WithTopology sets the topology /v1/topology describes and whose partition
@@ -141,6 +142,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)
 	m.HandleFunc("GET /v1/partition", s.handlePartition)
 	m.HandleFunc("GET /v1/topology", s.handleTopology)
+	for _, r := range s.cfg.routes {
+		m.Handle(r.pattern, r.h)
+	}
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	}

@@ -35,6 +35,7 @@ type runConfig struct {
 	window       int
 	maxSkew      time.Duration
 	now          func() time.Time
+	onReady      func(*Processor)
 }
 
 // DefaultMaxSkew is how far ahead of the wall clock an input's HLC may be

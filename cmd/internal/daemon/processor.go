@@ -59,9 +59,10 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 	return nil
 }
 
-// Topology is the geofencing topology with the flagged partition count.
-func (p *ProcessorFlags) Topology() *topology.Topology {
-	return topology.Geofence(topology.WithPartitions(int32(p.Partitions)))
+// Topology is the geofencing topology with the flagged partition count,
+// extended by every processor registered in the binary.
+func (p *ProcessorFlags) Topology() (*topology.Topology, error) {
+	return topology.Compose(topology.Geofence(topology.WithPartitions(int32(p.Partitions))))
 }
 
 // Logger builds the logger the log flags describe.
