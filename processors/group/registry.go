@@ -92,4 +92,3 @@ func (g *Group[S, PS]) Run(ctx context.Context, cl cluster.Config, opts ...Opt) 
 	}
 	return nil
 }
-
