@@ -23,6 +23,12 @@ func (t *Topology) Describe() string {
 		if len(p.Broadcast) > 0 {
 			fmt.Fprintf(&b, "    reads whole (every instance): %s\n", strings.Join(p.Broadcast, ", "))
 		}
+		if len(p.Joins) > 0 {
+			fmt.Fprintf(&b, "    joins (same key, co-partitioned): %s\n", strings.Join(p.Joins, ", "))
+		}
+		if len(p.Lookups) > 0 {
+			fmt.Fprintf(&b, "    looks up (any key, every instance): %s\n", strings.Join(p.Lookups, ", "))
+		}
 		for _, f := range p.Flows {
 			from, _ := t.Topic(f.From)
 			to, _ := t.Topic(f.To)
@@ -64,6 +70,12 @@ func (t *Topology) Mermaid() string {
 		}
 		for _, s := range p.Broadcast {
 			fmt.Fprintf(&b, "  t_%s -. every instance .-> p_%s\n", id(s), id(p.Group))
+		}
+		for _, s := range p.Joins {
+			fmt.Fprintf(&b, "  t_%s -. join .-> p_%s\n", id(s), id(p.Group))
+		}
+		for _, s := range p.Lookups {
+			fmt.Fprintf(&b, "  t_%s -. lookup .-> p_%s\n", id(s), id(p.Group))
 		}
 		if p.Loop != "" {
 			fmt.Fprintf(&b, "  t_%s --> p_%s\n", id(p.Loop), id(p.Group))

@@ -50,6 +50,8 @@ type EdgeKind string
 const (
 	EdgeStream    EdgeKind = "stream"    // consumed as a stream, partition by partition
 	EdgeBroadcast EdgeKind = "broadcast" // every instance reads every partition
+	EdgeJoin      EdgeKind = "join"      // another group's table, read for the current key
+	EdgeLookup    EdgeKind = "lookup"    // another group's table, read for any key
 	EdgeEmit      EdgeKind = "emit"      // produced to
 	EdgeLoop      EdgeKind = "loop"      // Goka loopback: produced to and consumed by the same group
 	EdgeTable     EdgeKind = "table"     // the group table (state)
@@ -68,6 +70,8 @@ type Processor struct {
 	Group     string
 	Streams   []string // co-partitioned stream inputs
 	Broadcast []string // inputs every instance reads whole
+	Joins     []string // other groups' tables read for the current key (co-partitioned, Goka Join)
+	Lookups   []string // other groups' tables read for any key (every instance reads them whole, Goka Lookup)
 	Emits     []string
 	Loop      string // loop topic, if the group uses Goka's Loopback
 	Table     string // group table topic, if the group keeps state
@@ -272,6 +276,12 @@ func (p Processor) edges() []edge {
 	for _, s := range p.Broadcast {
 		out = append(out, edge{EdgeBroadcast, s})
 	}
+	for _, s := range p.Joins {
+		out = append(out, edge{EdgeJoin, s})
+	}
+	for _, s := range p.Lookups {
+		out = append(out, edge{EdgeLookup, s})
+	}
 	for _, s := range p.Emits {
 		out = append(out, edge{EdgeEmit, s})
 	}
@@ -285,7 +295,7 @@ func (p Processor) edges() []edge {
 }
 
 func (p Processor) copartitioned() []string {
-	out := append([]string(nil), p.Streams...)
+	out := append(append([]string(nil), p.Streams...), p.Joins...)
 	if p.Loop != "" {
 		out = append(out, p.Loop)
 	}

@@ -78,6 +78,10 @@ type Debouncer struct {
 
 	mu       sync.Mutex
 	activity map[int32]partitionActivity
+
+	triggers group.Out[geofencepb.Trigger, *geofencepb.Trigger]
+	ticks    group.LoopOut[kitpb.Tick, *kitpb.Tick]
+	sweep    group.Visit[time.Time]
 }
 
 // partitionActivity lets the sweep tell a silent device from a partition that is
@@ -100,9 +104,9 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	d := &Debouncer{cfg: cfg, cat: cat, activity: map[int32]partitionActivity{}}
 	g := group.New[geofencepb.DeviceState](topo, topology.GroupDebouncer, cfg.log)
 	group.Stream(g, topology.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC))
-	group.Loop(g, d.handleTick)
-	group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
-	group.Visitor(g, SweepVisitor, d.sweepDevice)
+	d.ticks = group.Loop(g, d.handleTick)
+	d.triggers = group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
+	d.sweep = group.Visitor(g, SweepVisitor, d.sweepDevice)
 	d.group = g
 	return d, nil
 }
@@ -131,7 +135,7 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	st.Partition = c.Partition()
 	out := Apply(st, p, d.cat.Snapshot(), d.cfg.defaults)
 	for _, t := range out.Triggers {
-		c.Emit(topology.TopicTriggers, c.Key(), t)
+		d.triggers.Emit(c, c.Key(), t)
 		triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
 	}
 	pingsApplied.Inc()
@@ -184,7 +188,7 @@ func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
 		return
 	}
 	silenceTicks.WithLabelValues("sent").Inc()
-	c.Loopback(c.Key(), &kitpb.Tick{NowMs: now, Name: SweepVisitor})
+	d.ticks.Send(c, c.Key(), &kitpb.Tick{NowMs: now, Name: SweepVisitor})
 }
 
 // handleTick applies a silence tick: the stays still silent at the tick's time
@@ -203,7 +207,7 @@ func (d *Debouncer) handleTick(c *Context, t *kitpb.Tick) error {
 		return nil // the device spoke again after the sweep looked
 	}
 	for _, tr := range trigs {
-		c.Emit(topology.TopicTriggers, c.Key(), tr)
+		d.triggers.Emit(c, c.Key(), tr)
 		triggersEmitted.WithLabelValues(tr.GetType().String(), tr.GetReason().String()).Inc()
 	}
 	if len(trigs) > 0 {
@@ -217,7 +221,7 @@ func (d *Debouncer) handleTick(c *Context, t *kitpb.Tick) error {
 // devices with EXIT reason TIMEOUT. Goka has no timers, so the binary calls it
 // on a ticker; tests call it with an injected clock.
 func (d *Debouncer) Sweep(ctx context.Context, proc *group.Processor) error {
-	if err := proc.VisitAll(ctx, SweepVisitor, d.cfg.now()); err != nil {
+	if err := d.sweep.Run(ctx, proc, d.cfg.now()); err != nil {
 		return fmt.Errorf("silence sweep: %w", err)
 	}
 	return nil

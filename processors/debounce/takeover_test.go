@@ -3,6 +3,7 @@ package debounce_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -136,18 +137,11 @@ func takeover(t testing.TB, n int, standby bool) (time.Duration, *geofencepb.Dev
 }
 
 func owns(p *group.Processor, partition int32) bool {
-	st := p.Stats()
-	pp, ok := st.Group[partition]
-	return ok && pp != nil && pp.TableStats != nil && pp.TableStats.RunMode == 0 // active, not hot standby
+	return slices.Contains(p.Owned(context.Background()), partition)
 }
 
 func ownsAny(p *group.Processor) bool {
-	for _, pp := range p.Stats().Group {
-		if pp != nil && pp.TableStats != nil && pp.TableStats.RunMode == 0 {
-			return true
-		}
-	}
-	return false
+	return len(p.Owned(context.Background())) > 0
 }
 
 func waitReady(t testing.TB, p *group.Processor) {

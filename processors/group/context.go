@@ -125,9 +125,10 @@ func (c *Context[S, PS]) SetState(st PS) {
 // redeliveries stays until the key's inputs leave the replay window.
 func (c *Context[S, PS]) DeleteState() { c.st, c.dirty, c.deleted = nil, true, true }
 
-// Emit produces msg to a declared output topic. An invalid key never reaches the
-// broker: the input record is dead-lettered instead.
-func (c *Context[S, PS]) Emit(topic, key string, msg protov2.Message) {
+// emit produces msg to a declared output topic (Out.Emit is the typed way
+// in). An invalid key never reaches the broker: the input record is
+// dead-lettered instead.
+func (c *Context[S, PS]) emit(topic, key string, msg protov2.Message) {
 	if err := topology.ValidateKey(key, 0); err != nil {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("emit to %s: %w", topic, err))
 		return
@@ -140,9 +141,9 @@ func (c *Context[S, PS]) Emit(topic, key string, msg protov2.Message) {
 	c.send(&kitpb.Output{Topic: topic, Key: key, Value: value})
 }
 
-// Loopback sends msg to the group's own loop topic under key (a re-key: the
-// topology must declare the boundary).
-func (c *Context[S, PS]) Loopback(key string, msg protov2.Message) {
+// loopback sends msg to the group's own loop topic under key (LoopOut.Send is
+// the typed way in).
+func (c *Context[S, PS]) loopback(key string, msg protov2.Message) {
 	if err := topology.ValidateKey(key, 0); err != nil {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("loopback: %w", err))
 		return

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
+	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/topology"
@@ -26,6 +28,8 @@ type Group[S any, PS codecs.Message[S]] struct {
 	edges      []goka.Edge
 	inputs     map[string]bool
 	outputs    map[string]bool
+	joins      map[string]bool
+	lookups    map[string]bool
 	loop       bool
 	loopTopic  string
 	err        error
@@ -46,7 +50,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
+	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
 		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}}
 	decl, ok := topo.Processor(name)
 	if !ok {
@@ -100,16 +104,53 @@ func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(g, handle, opts)))
 }
 
-// Loop registers the handler of the group's loop topic (values *M).
-func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) {
+// Loop registers the handler of the group's loop topic (values *M) and returns
+// the handle that sends to it.
+func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) LoopOut[M, PM] {
 	g.loop = true
 	g.edges = append(g.edges, goka.Loop(codecs.For[M, PM](), wrap(g, handle, opts)))
+	return LoopOut[M, PM]{}
 }
 
-// Output declares that the group emits *M values to topic.
-func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string) {
+// Out is a declared output whose records are *M: its Emit accepts nothing
+// else, so emitting the wrong message type does not compile.
+type Out[M any, PM codecs.Message[M]] struct{ topic string }
+
+// Output declares that the group emits *M values to topic and returns the
+// handle handlers emit through.
+func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string) Out[M, PM] {
 	g.outputs[topic] = true
 	g.edges = append(g.edges, goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
+	return Out[M, PM]{topic: topic}
+}
+
+// Topic is the output topic.
+func (o Out[M, PM]) Topic() string { return o.topic }
+
+// Emit produces msg under key from the handler whose context is c. An invalid
+// key never reaches the broker: the input record is dead-lettered instead.
+func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) { c.emit(o.topic, key, msg) }
+
+// LoopOut sends *M records to the group's own loop topic.
+type LoopOut[M any, PM codecs.Message[M]] struct{}
+
+// Send loops msg back to the group under key (a re-key: the topology must
+// declare the boundary).
+func (LoopOut[M, PM]) Send(c Emitter, key string, msg PM) { c.loopback(key, msg) }
+
+// Emitter is a handler's Context (of any group), for Out.Emit and
+// LoopOut.Send.
+type Emitter interface {
+	emit(topic, key string, msg protov2.Message)
+	loopback(key string, msg protov2.Message)
+}
+
+// Visit is a registered visit whose metadata is T.
+type Visit[T any] struct{ name string }
+
+// Run visits every key of the group table that p owns, handing each meta.
+func (v Visit[T]) Run(ctx context.Context, p *Processor, meta T) error {
+	return p.p.VisitAll(ctx, v.name, meta)
 }
 
 // Visitor registers a named visit over every key of the group table
@@ -117,7 +158,7 @@ func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 // key's state, but has no input a redelivery could replay: work that emits
 // should Loopback a record and do it in the loop handler, where the kit makes it
 // effectively-once.
-func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) {
+func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) Visit[T] {
 	g.edges = append(g.edges, goka.Visitor(name, func(gctx goka.Context, meta any) {
 		c := &Context[S, PS]{g: gctx, grp: g}
 		m, ok := meta.(T)
@@ -128,6 +169,7 @@ func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, v
 		visit(c, m)
 		c.commit(0, false)
 	}))
+	return Visit[T]{name: name}
 }
 
 func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(*Context[S, PS], PM) error, opts []StreamOpt[M, PM]) goka.ProcessCallback {
@@ -217,6 +259,8 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 			problems = append(problems, "output "+s+" is not declared in the topology")
 		}
 	}
+	problems = append(problems, sameSet("joined table", g.decl.Joins, g.joins)...)
+	problems = append(problems, sameSet("looked-up table", g.decl.Lookups, g.lookups)...)
 	if !emits[g.deadLetter] {
 		problems = append(problems, fmt.Sprintf("declaration does not list the dead-letter topic %s under Emits: every group dead-letters bad input, so add it (and a flow from each input to it)", g.deadLetter))
 	}
@@ -232,4 +276,23 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
 	return gg, nil
+}
+
+// sameSet reports the differences between what the declaration lists and what
+// the group registered.
+func sameSet(what string, declared []string, registered map[string]bool) []string {
+	var problems []string
+	want := map[string]bool{}
+	for _, t := range declared {
+		want[t] = true
+		if !registered[t] {
+			problems = append(problems, fmt.Sprintf("declared %s %s is not registered", what, t))
+		}
+	}
+	for t := range registered {
+		if !want[t] {
+			problems = append(problems, fmt.Sprintf("%s %s is not declared in the topology", what, t))
+		}
+	}
+	return problems
 }

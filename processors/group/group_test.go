@@ -55,6 +55,9 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func ignorePing(*ctxT, *geofencepb.Ping) error { return nil }
 
+// out is the test group's output.
+var out = group.Output[state, *state, geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
+
 // validGroup builds the group exactly as the test topology declares it.
 func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
 	g := group.New[state](topo, testGroup, quiet)

@@ -33,7 +33,7 @@ func (h *counting) handle(c *ctxT, p *geofencepb.Ping) error {
 	st.Pings++
 	st.LastHlc = p.GetHlc()
 	c.SetState(st)
-	c.Emit(topicOut, c.Key(), &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%d", c.Key(), st.Pings), DeviceId: c.Key(), Hlc: p.GetHlc()})
+	out.Emit(c, c.Key(), &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%d", c.Key(), st.Pings), DeviceId: c.Key(), Hlc: p.GetHlc()})
 	return nil
 }
 

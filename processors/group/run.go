@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,11 +102,38 @@ func (c *runConfig) validate() error {
 // ErrStateMismatch is wrapped when local state belongs to another cluster.
 var ErrStateMismatch = errors.New("local state does not belong to this broker")
 
-// Processor is a built group ready to run.
+// Processor is a built group ready to run. Goka's processor stays inside.
 type Processor struct {
-	*goka.Processor
+	p    *goka.Processor
 	name string
 	log  *slog.Logger
+}
+
+// Owned lists the partitions this instance processes (not those it only keeps
+// a hot standby copy of), sorted.
+func (p *Processor) Owned(ctx context.Context) []int32 {
+	var out []int32
+	st := p.p.StatsWithContext(ctx)
+	if st == nil {
+		return nil
+	}
+	for part, pp := range st.Group {
+		if pp != nil && pp.TableStats != nil && pp.TableStats.RunMode == 0 {
+			out = append(out, part)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Recovered reports whether every table partition this instance holds,
+// active or hot standby, has caught up with its changelog.
+func (p *Processor) Recovered() bool { return p.p.Recovered() }
+
+// WaitForReadyContext blocks until every partition the processor owns has
+// recovered its table and is processing, or ctx ends.
+func (p *Processor) WaitForReadyContext(ctx context.Context) error {
+	return p.p.WaitForReadyContext(ctx)
 }
 
 // Processor checks the topology against the broker (creating missing topics
@@ -166,7 +194,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
 	}
-	return &Processor{Processor: p, name: g.name, log: g.log}, nil
+	return &Processor{p: p, name: g.name, log: g.log}, nil
 }
 
 // Run runs until ctx is canceled (a clean stop returns nil) or the processor
@@ -175,7 +203,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
-	err := p.Processor.Run(ctx)
+	err := p.p.Run(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -36,7 +36,7 @@ func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
 	case "reject":
 		return fmt.Errorf("ping of %s is out of range", c.Key())
 	case "emit-empty":
-		c.Emit(topicOut, "", &geofencepb.Trigger{DeviceId: p.GetDeviceId()})
+		out.Emit(c, "", &geofencepb.Trigger{DeviceId: p.GetDeviceId()})
 		return nil
 	}
 	st := c.State()
@@ -50,7 +50,7 @@ func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
 	st.Pings++
 	st.Partition = c.Partition()
 	c.SetState(st)
-	c.Emit(topicOut, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
+	out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
 	return nil
 }
 

@@ -85,9 +85,12 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	}
 	g := group.New[geofencepb.Occupancy](topo, topology.GroupOccupancy, cfg.log)
 	group.Stream(g, topology.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
-	group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.devicesCap) })
+	byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.devicesCap) })
 	return g, nil
 }
+
+// byFence sends to the group's fence-keyed loop.
+var byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
 func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
@@ -100,7 +103,7 @@ func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) err
 		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
 		return nil
 	}
-	c.Loopback(t.GetFenceId(), t)
+	byFence.Send(c, t.GetFenceId(), t)
 	return nil
 }
 
