@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 )
 
 // Run `go test ./codecs -run TestGolden -write-golden` once per schema version,
@@ -121,5 +122,21 @@ func requireFullyPopulated(t *testing.T, m protoreflect.Message) {
 		if fd.Message() != nil && !fd.IsMap() && !fd.IsList() {
 			requireFullyPopulated(t, m.Get(fd).Message())
 		}
+	}
+}
+
+// The kit's HotKey replaced the geofence schema's with the same fields and
+// numbers: records written by the old producer decode as the new message.
+func TestKitHotKeyReadsV1HotKey(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "v1", "HotKey.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := codecs.For[kitpb.HotKey]().Unmarshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetKey() != "dev-7" || !got.GetSalted() || got.GetSaltBuckets() != 8 || got.GetRatePerS() != 52.5 {
+		t.Fatalf("v1 HotKey read as %v", got)
 	}
 }

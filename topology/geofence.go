@@ -55,7 +55,7 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Doc: "occupancy per fence"},
 			{Name: TopicDeadLetter, Key: KeyOriginal, Value: "raw bytes + reason header", Partitions: n, Cleanup: CleanupDelete,
 				Doc: "records that could not be processed, with the reason"},
-			{Name: TopicHotKeys, Key: "topic/key", Value: "fencestream.v1.HotKey", Partitions: 1, Cleanup: CleanupCompact,
+			{Name: TopicHotKeys, Key: "topic/key", Value: "fencestream.kit.v1.HotKey", Partitions: 1, Cleanup: CleanupCompact,
 				Doc: "producers' hot-key decisions: which keys were salted (order lost) or reported"},
 		},
 		Processors: []Processor{

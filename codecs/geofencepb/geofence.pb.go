@@ -1058,6 +1058,8 @@ func (x *Occupancy) GetDwellsTotal() uint64 {
 	return 0
 }
 
+// HotKey is kept so records written before the kit owned it stay readable;
+// producers now write fencestream.kit.v1.HotKey (same fields and numbers).
 // HotKey records a producer's decision about a key whose rate crossed the
 // threshold. Topic: hot-keys (compacted), key = "<topic>/<key>".
 type HotKey struct {

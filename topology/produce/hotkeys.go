@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	pb "github.com/fencestream/fencestream/codecs/kitpb"
 )
 
 // hotKeys measures per-key rates in fixed windows per key. It is not safe for

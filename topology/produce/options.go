@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	pb "github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fencestream/fencestream/codecs"
-	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	pb "github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
