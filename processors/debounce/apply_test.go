@@ -31,13 +31,16 @@ func TestApplyStepsEachFenceOncePerPing(t *testing.T) {
 // TestUpgradeReadsV1State: state written with the v1 map layout is read, moved
 // into fence_states (sorted) and carries on through the machine.
 func TestUpgradeReadsV1State(t *testing.T) {
-	st := &geofencepb.DeviceState{DeviceId: "veh", Fences: map[string]*geofencepb.FenceState{ //nolint:staticcheck // the v1 layout under test
+	//lint:ignore SA1019 the v1 layout under test
+	st := &geofencepb.DeviceState{DeviceId: "veh", Fences: map[string]*geofencepb.FenceState{
 		"zone-1": {Phase: geofencepb.Phase_PHASE_INSIDE, InsideSinceMs: 1000},
 		"a-zone": {Phase: geofencepb.Phase_PHASE_ENTERING, CandidateSinceMs: 500, CandidateSamples: 1},
 	}}
 	debounce.Upgrade(st)
-	if len(st.Fences) != 0 || len(st.FenceStates) != 2 || st.FenceStates[0].FenceId != "a-zone" { //nolint:staticcheck // checking it was cleared
-		t.Fatalf("after Upgrade: map %v, entries %v", st.Fences, st.FenceStates) //nolint:staticcheck // see above
+	//lint:ignore SA1019 checking it was cleared
+	if len(st.Fences) != 0 || len(st.FenceStates) != 2 || st.FenceStates[0].FenceId != "a-zone" {
+		//lint:ignore SA1019 see above
+		t.Fatalf("after Upgrade: map %v, entries %v", st.Fences, st.FenceStates)
 	}
 	// The device is far outside zone-1 now: three samples later it exits.
 	cfg := debounce.DefaultSettings()

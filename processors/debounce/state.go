@@ -10,7 +10,7 @@ import (
 // FenceStates, so the rest of the package reads one layout. Idempotent.
 func Upgrade(st *geofencepb.DeviceState) {
 	//lint:ignore SA1019 reading the deprecated v1 field is the point
-	legacy := st.Fences //nolint:staticcheck // reading the deprecated v1 field is the point
+	legacy := st.Fences
 	if len(legacy) == 0 {
 		return
 	}
@@ -20,7 +20,8 @@ func Upgrade(st *geofencepb.DeviceState) {
 		}
 	}
 	sort.Slice(st.FenceStates, func(i, j int) bool { return st.FenceStates[i].FenceId < st.FenceStates[j].FenceId })
-	st.Fences = nil //nolint:staticcheck // cleared once migrated
+	//lint:ignore SA1019 cleared once migrated
+	st.Fences = nil
 }
 
 // FenceStateOf returns the device's state for one fence, nil when it is settled
