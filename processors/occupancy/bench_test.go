@@ -2,6 +2,7 @@ package occupancy_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -21,7 +22,7 @@ func BenchmarkTrigger(b *testing.B) {
 			occ := &geofencepb.Occupancy{}
 			wall := int64(baseMs)
 			for i := range n {
-				occupancy.Apply(occ, benchTrig(i, enter, hlc.Pack(wall+int64(i), 0)), 0)
+				occupancy.Apply(occ, benchTrig(i, enter, hlc.Pack(wall+int64(i), 0)), occupancy.Limits{MaxMembers: math.MaxInt32})
 			}
 			raw, err := proto.Marshal(occ)
 			if err != nil {
@@ -40,7 +41,7 @@ func BenchmarkTrigger(b *testing.B) {
 				if err := proto.Unmarshal(raw, st); err != nil {
 					b.Fatal(err)
 				}
-				occupancy.Apply(st, benchTrig(i%n, typ, hlc.Pack(next, 0)), 0)
+				occupancy.Apply(st, benchTrig(i%n, typ, hlc.Pack(next, 0)), occupancy.Limits{MaxMembers: math.MaxInt32})
 				if raw, err = proto.Marshal(st); err != nil {
 					b.Fatal(err)
 				}
