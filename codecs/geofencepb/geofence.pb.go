@@ -938,8 +938,11 @@ type Occupancy struct {
 	// below it for a device the record does not hold is expired, not applied.
 	PrunedHlc      uint64 `protobuf:"varint,14,opt,name=pruned_hlc,json=prunedHlc,proto3" json:"pruned_hlc,omitempty"`
 	ExpiredDropped uint64 `protobuf:"varint,15,opt,name=expired_dropped,json=expiredDropped,proto3" json:"expired_dropped,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// No member that left has a last_hlc below this: pruning scans the members
+	// only once the horizon passes it.
+	NextPruneHlc  uint64 `protobuf:"varint,16,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Occupancy) Reset() {
@@ -1073,6 +1076,13 @@ func (x *Occupancy) GetPrunedHlc() uint64 {
 func (x *Occupancy) GetExpiredDropped() uint64 {
 	if x != nil {
 		return x.ExpiredDropped
+	}
+	return 0
+}
+
+func (x *Occupancy) GetNextPruneHlc() uint64 {
+	if x != nil {
+		return x.NextPruneHlc
 	}
 	return 0
 }
@@ -1243,7 +1253,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x06inside\x18\x01 \x01(\bR\x06inside\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12&\n" +
 	"\x0flast_trigger_id\x18\x03 \x01(\tR\rlastTriggerId\x12\x19\n" +
-	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\"\x8a\x05\n" +
+	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\"\xb0\x05\n" +
 	"\tOccupancy\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x18\n" +
@@ -1262,7 +1272,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\rwatermark_hlc\x18\r \x01(\x04R\fwatermarkHlc\x12\x1d\n" +
 	"\n" +
 	"pruned_hlc\x18\x0e \x01(\x04R\tprunedHlc\x12'\n" +
-	"\x0fexpired_dropped\x18\x0f \x01(\x04R\x0eexpiredDropped\x1aR\n" +
+	"\x0fexpired_dropped\x18\x0f \x01(\x04R\x0eexpiredDropped\x12$\n" +
+	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x1aR\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xad\x01\n" +

@@ -3,6 +3,7 @@ package occupancy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -69,7 +70,7 @@ const (
 	maxVarintField   = 1 + 10
 	maxMemberBytes   = 2 + maxVarintField + (1 + 2 + MaxTriggerIDBytes) + maxVarintField
 	maxMemberEntry   = 1 + 2 + maxIDField + (1 + 2 + maxMemberBytes)
-	maxFixedFields   = maxIDField + 11*maxVarintField + (1 + 5)
+	maxFixedFields   = maxIDField + 12*maxVarintField + 1 + (1 + 5) // field 16 has a 2-byte tag
 	maxSplittableKey = topology.MaxKeyBytes - len("#") - 13 // room for a part number of 13 digits (depth 8 at 32 buckets)
 )
 
@@ -278,10 +279,13 @@ func Apply(occ *geofencepb.Occupancy, t *geofencepb.Trigger, lim Limits) (change
 	} else {
 		fixDevices(occ, lim.DevicesCap) // cheap when consistent; applies a changed cap
 	}
-	// An EXIT already past the horizon leaves nothing to remember.
-	if !m.Inside && m.LastHlc < cutoff(wm, lim) {
-		forget(occ, device, m)
-		pruned = true
+	if !m.Inside {
+		if m.LastHlc < cutoff(wm, lim) { // an EXIT already past the horizon leaves nothing to remember
+			forget(occ, device, m)
+			pruned = true
+		} else {
+			occ.NextPruneHlc = min(occ.NextPruneHlc, m.LastHlc)
+		}
 	}
 	return changed || pruned, Applied
 }
@@ -297,19 +301,26 @@ func cutoff(wm uint64, lim Limits) uint64 {
 }
 
 // prune forgets the devices that left more than the horizon before wm (both
-// in HLC time). Inside devices are never pruned: they are the count.
+// in HLC time). Inside devices are never pruned: they are the count. It scans
+// the members only when the cutoff has passed next_prune_hlc, so a trigger
+// usually costs no scan.
 func prune(occ *geofencepb.Occupancy, wm uint64, lim Limits) bool {
 	c := cutoff(wm, lim)
-	if c == 0 {
+	if c <= occ.NextPruneHlc {
 		return false
 	}
-	pruned := false
+	pruned, next := false, uint64(math.MaxUint64) // no member left: nothing to prune until one leaves
 	for id, m := range occ.Members {
-		if !m.GetInside() && m.GetLastHlc() < c {
+		switch {
+		case m.GetInside():
+		case m.GetLastHlc() < c:
 			forget(occ, id, m)
 			pruned = true
+		default:
+			next = min(next, m.GetLastHlc())
 		}
 	}
+	occ.NextPruneHlc = next
 	return pruned
 }
 
