@@ -1,6 +1,8 @@
 package occupancy_test
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,12 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
 
@@ -373,6 +380,8 @@ func bigFence(n int) (order []*geofencepb.Trigger, want []int64) {
 	return order, want
 }
 
+var bigGroup = flag.Bool("big", false, "run TestBigFenceThroughGroup with 200,000 devices (about 5 minutes) instead of 20,000")
+
 func bigFenceSize(t *testing.T) int {
 	if testing.Short() || raceEnabled {
 		return 20_000
@@ -407,4 +416,164 @@ func TestBigFenceBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d devices: %d triggers, %d records, %d forwards, largest record %d bytes (bound %d)", n, len(order), len(tb.recs), tb.hops, biggest, bound)
+}
+
+// TestBigFenceThroughGroup: the big fence through the occupancy group (Goka's
+// tester): triggers keyed by device, re-keyed by fence, forwarded to salted
+// parts over the loop topic. The fence's count, summed from the table's
+// changelog, is exact after every trigger; no record written passes the
+// bound; every split is recorded once on hot-keys; and Total over the table
+// equals the truth.
+//
+// Goka's tester costs ~0.3 ms per trigger here, so the default is 20,000
+// devices (2,000 under -short or -race); -big runs 200,000:
+//
+//	go test ./processors/occupancy/ -run BigFenceThroughGroup -v -args -big
+func TestBigFenceThroughGroup(t *testing.T) {
+	n := 20_000
+	switch {
+	case *bigGroup:
+		n = 200_000
+	case testing.Short() || raceEnabled:
+		n = 2_000
+	}
+	order, want := bigFence(n)
+	h := newHarness(t)
+	changelog := h.tt.NewQueueTracker(topology.TopicOccupancy)
+	hotKeys := h.tt.NewQueueTracker(topology.TopicHotKeys)
+	bound := occupancy.Limits{}.RecordBound()
+	counts := map[string]int64{}
+	var sum int64
+	biggest, writes := 0, 0
+	for i, tr := range order {
+		h.send(tr)
+		for {
+			key, v, ok := changelog.Next()
+			if !ok {
+				break
+			}
+			occ := v.(*geofencepb.Occupancy)
+			sum += occ.Count - counts[key]
+			counts[key] = occ.Count
+			if writes++; writes%97 == 0 {
+				biggest = max(biggest, proto.Size(occ))
+			}
+		}
+		if sum != want[i] {
+			t.Fatalf("after %d triggers (%s): count %d, want %d", i+1, tr.TriggerId, sum, want[i])
+		}
+	}
+	get := func(key string) (*geofencepb.Occupancy, error) { return h.occ(key), nil }
+	total, err := occupancy.Total(get, "zone-mitte-core", 0)
+	if err != nil || total.Count != 0 || total.EntersTotal != uint64(n) || total.ExitsTotal != uint64(n) {
+		t.Fatalf("total %v %v", total, err)
+	}
+	splits := 0
+	for key := range counts {
+		occ := h.occ(key)
+		biggest = max(biggest, proto.Size(occ))
+		if occ.SaltBuckets > 0 {
+			splits++
+		}
+	}
+	decisions := map[string]bool{}
+	for {
+		key, v, ok := hotKeys.Next()
+		if !ok {
+			break
+		}
+		d := v.(*geofencepb.HotKey)
+		if decisions[key] || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets || key != topology.TopicOccupancy+"/"+d.Key || counts[d.Key] == 0 && h.occ(d.Key) == nil {
+			t.Fatalf("hot-keys record %q: %v (again: %v)", key, d, decisions[key])
+		}
+		decisions[key] = true
+	}
+	if biggest > bound || splits == 0 || len(decisions) != splits {
+		t.Fatalf("largest record %d bytes (bound %d), %d records split, %d decisions recorded", biggest, bound, splits, len(decisions))
+	}
+	t.Logf("%d devices: %d triggers, %d records, %d split, largest record %d bytes (bound %d)", n, len(order), len(counts), splits, biggest, bound)
+	h.noDeadLetters()
+}
+
+// TestSplitFenceOnEmbeddedBroker: the real processor on the embedded broker,
+// with records of at most 16 members: 1,000 devices enter one fence and leave
+// it. The fence, read through a view with Total, counts every device and then
+// none; every record stays within its limit; the split decisions are on the
+// hot-keys topic.
+func TestSplitFenceOnEmbeddedBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("broker test")
+	}
+	const n, maxMembers = 1_000, 16
+	cl := embeddedtest.Cluster(t)
+	topo := topology.Geofence(topology.WithPartitions(itPartitions))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := topo.Ensure(ctx, kadm.NewClient(embeddedtest.Client(t, cl))); err != nil {
+		t.Fatal(err)
+	}
+	startOccupancy(t, cl, topo, t.TempDir(), occupancy.WithMaxMembers(maxMembers))
+	view, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grouptest.RunView(t, view)
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
+	lim := occupancy.Limits{MaxMembers: maxMembers}
+	settle := func(wantCount int64) {
+		t.Helper()
+		waitFor(t, 60*time.Second, fmt.Sprintf("depot counts %d", wantCount), func() (bool, string) {
+			if rep, err := occupancy.Lag(ctx, cl); err != nil || rep.Total != 0 {
+				return false, fmt.Sprintf("lag %v %v", rep, err)
+			}
+			total, err := occupancy.Total(view.Get, "depot", 0)
+			if err != nil || total.GetCount() != wantCount {
+				return false, fmt.Sprintf("total %v %v", total.GetCount(), err)
+			}
+			return true, ""
+		})
+		records, biggest := 0, 0
+		if err := view.Each(func(key string, occ *geofencepb.Occupancy) bool {
+			records++
+			biggest = max(biggest, proto.Size(occ))
+			if len(occ.Members) > maxMembers {
+				t.Errorf("record %s holds %d members", key, len(occ.Members))
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if records < 1+occupancy.SaltBuckets || biggest > lim.RecordBound() {
+			t.Fatalf("%d records, largest %d bytes (bound %d)", records, biggest, lim.RecordBound())
+		}
+		t.Logf("count %d: %d records, largest %d bytes", wantCount, records, biggest)
+	}
+	var trigs []*geofencepb.Trigger
+	for i := range n {
+		trigs = append(trigs, at(fmt.Sprintf("veh-%04d", i), "depot", enter, baseMs+int64(i), 0))
+	}
+	produce(t, prod, trigs)
+	settle(n)
+	trigs = trigs[:0]
+	for i := range n {
+		trigs = append(trigs, at(fmt.Sprintf("veh-%04d", i), "depot", exit, baseMs+n+int64(i), 0))
+	}
+	produce(t, prod, trigs)
+	settle(0)
+	recs := embeddedtest.ConsumeUntil(t, cl, topology.TopicHotKeys, func(rs []*kgo.Record) bool {
+		for _, r := range rs {
+			if string(r.Key) == topology.TopicOccupancy+"/depot" {
+				return true
+			}
+		}
+		return false
+	})
+	var d geofencepb.HotKey
+	for _, r := range recs {
+		if string(r.Key) == topology.TopicOccupancy+"/depot" {
+			if err := proto.Unmarshal(r.Value, &d); err != nil || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets {
+				t.Fatalf("hot-keys decision %v %v", &d, err)
+			}
+		}
+	}
 }
