@@ -50,7 +50,10 @@ func TestViewSourcesSumSplitFences(t *testing.T) {
 		t.Fatalf("Fence(big) = %v, %v", o, err)
 	}
 	got := map[string][]int64{}
-	if err := vs.Each(func(o *geofencepb.Occupancy) bool { got[o.GetFenceId()] = append(got[o.GetFenceId()], o.GetCount()); return true }); err != nil {
+	if err := vs.Each(func(o *geofencepb.Occupancy) bool {
+		got[o.GetFenceId()] = append(got[o.GetFenceId()], o.GetCount())
+		return true
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || !slices.Equal(got["big"], []int64{4}) || !slices.Equal(got["small"], []int64{5}) {

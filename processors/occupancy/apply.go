@@ -71,7 +71,7 @@ const (
 	maxMemberBytes   = 2 + maxVarintField + (1 + 2 + MaxTriggerIDBytes) + maxVarintField
 	maxMemberEntry   = 1 + 2 + maxIDField + (1 + 2 + maxMemberBytes)
 	maxFixedFields   = maxIDField + 12*maxVarintField + 1 + (1 + 5) // field 16 has a 2-byte tag
-	maxSplittableKey = topology.MaxKeyBytes - len("#") - 13 // room for a part number of 13 digits (depth 8 at 32 buckets)
+	maxSplittableKey = topology.MaxKeyBytes - len("#") - 13         // room for a part number of 13 digits (depth 8 at 32 buckets)
 )
 
 // RecordBound is the largest a record can encode to under l, whatever the

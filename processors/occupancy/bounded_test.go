@@ -119,7 +119,10 @@ func at(device, fence string, typ geofencepb.TriggerType, ms int64, logical uint
 // MaxRecordBytes; limits that would allow more are refused.
 func TestRecordBoundWorstCase(t *testing.T) {
 	lim := occupancy.Limits{}
-	long := func(i int) string { s := fmt.Sprintf("%08d", i); return s + strings.Repeat("x", topology.MaxKeyBytes-len(s)) }
+	long := func(i int) string {
+		s := fmt.Sprintf("%08d", i)
+		return s + strings.Repeat("x", topology.MaxKeyBytes-len(s))
+	}
 	occ := &geofencepb.Occupancy{
 		FenceId: long(0), Count: math.MaxInt64, EntersTotal: math.MaxUint64, ExitsTotal: math.MaxUint64,
 		LastChangeMs: -1, CatalogueVersion: math.MaxUint64, DuplicatesDropped: math.MaxUint64,
