@@ -1,10 +1,8 @@
 package fenceview_test
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
@@ -12,6 +10,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -24,20 +23,7 @@ func TestViewSourcesSumSplitFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- vs.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := vs.Occupancy.WaitRecovered(wctx); err != nil {
-		t.Fatal(err)
-	}
+	grouptest.RunView(t, vs.Occupancy) // the only view Fence and Each read
 	in := &geofencepb.Member{Inside: true}
 	table := goka.Table(topology.TopicOccupancy)
 	tt.SetTableValue(table, "big", &geofencepb.Occupancy{FenceId: "big", Count: 1, SaltBuckets: 32, EntersTotal: 2, ExitsTotal: 1,
