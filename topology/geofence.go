@@ -49,10 +49,13 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Doc: "debounce state per device, co-located with the device's pings partition"},
 			{Name: TopicDebouncerLoop, Key: "device_id", Value: "fencestream.kit.v1.Tick", Partitions: n, Cleanup: CleanupDelete,
 				Doc: "the debouncer's silence ticks: the sweep decides a device is silent, the loop applies it, so a crash cannot lose a TIMEOUT exit"},
-			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: CleanupDelete,
+			// Salting: a fence too big for one bounded record is spread over
+			// fence_id#n parts (decided per record, recorded in hot-keys); its
+			// count needs no order across devices.
+			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: CleanupDelete, Salting: true,
 				Doc: "triggers re-keyed by fence: the fence-ordered stream"},
-			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: CleanupCompact,
-				Doc: "occupancy per fence"},
+			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: CleanupCompact, Salting: true,
+				Doc: "occupancy per fence; a split fence's parts under fence_id#n"},
 			{Name: TopicDeadLetter, Key: KeyOriginal, Value: "raw bytes + reason header", Partitions: n, Cleanup: CleanupDelete,
 				Doc: "records that could not be processed, with the reason"},
 			{Name: TopicHotKeys, Key: "topic/key", Value: "fencestream.kit.v1.HotKey", Partitions: 1, Cleanup: CleanupCompact,
@@ -79,12 +82,13 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 			{
 				Group:   GroupOccupancy,
 				Streams: []string{TopicTriggers},
-				Emits:   []string{TopicDeadLetter},
+				Emits:   []string{TopicDeadLetter, TopicHotKeys}, // hot-keys: split decisions, metadata about a key (no flow of records)
 				Loop:    TopicOccupancyLoop,
 				Table:   TopicOccupancy,
 				Flows: []Flow{
 					{From: TopicTriggers, To: TopicOccupancyLoop},
 					{From: TopicOccupancyLoop, To: TopicOccupancy},
+					{From: TopicOccupancyLoop, To: TopicOccupancyLoop}, // to a split fence's part
 					{From: TopicTriggers, To: TopicDeadLetter},
 				},
 				Doc: "counts devices per fence from triggers re-keyed by fence",

@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 	var (
 		pf         daemon.ProcessorFlags
 		devicesCap = fs.Int("devices-cap", occupancy.DefaultDevicesCap, "devices listed per fence for display (counts stay exact)")
+		horizon    = fs.Duration("horizon", occupancy.DefaultHorizon, "how long a fence remembers a device that left (trigger HLC time); must exceed how late a trigger can arrive")
 		lagEvery   = fs.Duration("lag-interval", 10*time.Second, "how often the lag behind fence-triggers is measured and exported")
 	)
 	pf.Cluster.ClientID = "fencestream-occupancy"
@@ -60,6 +61,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 	}
 	if *devicesCap <= 0 {
 		return fmt.Errorf("--devices-cap must be positive, got %d", *devicesCap)
+	}
+	if *horizon <= 0 {
+		return fmt.Errorf("--horizon must be positive, got %v", *horizon)
 	}
 	if *lagEvery <= 0 {
 		return fmt.Errorf("--lag-interval must be positive, got %v", *lagEvery)
@@ -83,6 +87,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,
 			DevicesCap:   *devicesCap,
+			Horizon:      *horizon,
 			LagEvery:     *lagEvery,
 			Log:          log,
 			Started:      started,

@@ -931,7 +931,8 @@ func (x *Member) GetSinceMs() int64 {
 	return 0
 }
 
-// Occupancy is the occupancy group-table value, key = fence_id.
+// Occupancy is the occupancy group-table value, key = fence_id, or one of a
+// split fence's salted parts, key = fence_id#n (see salt_buckets).
 type Occupancy struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	FenceId string                 `protobuf:"bytes,1,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
@@ -942,13 +943,27 @@ type Occupancy struct {
 	ExitsTotal       uint64   `protobuf:"varint,5,opt,name=exits_total,json=exitsTotal,proto3" json:"exits_total,omitempty"`
 	LastChangeMs     int64    `protobuf:"varint,6,opt,name=last_change_ms,json=lastChangeMs,proto3" json:"last_change_ms,omitempty"`
 	CatalogueVersion uint64   `protobuf:"varint,7,opt,name=catalogue_version,json=catalogueVersion,proto3" json:"catalogue_version,omitempty"`
-	// Every device ever seen at this fence: the source of the exact count.
+	// The devices this record holds: those inside, and those that left less
+	// than the dedup horizon ago (by HLC). The source of the exact count.
 	Members           map[string]*Member `protobuf:"bytes,8,rep,name=members,proto3" json:"members,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	DuplicatesDropped uint64             `protobuf:"varint,9,opt,name=duplicates_dropped,json=duplicatesDropped,proto3" json:"duplicates_dropped,omitempty"`
 	StaleDropped      uint64             `protobuf:"varint,10,opt,name=stale_dropped,json=staleDropped,proto3" json:"stale_dropped,omitempty"`
 	DwellsTotal       uint64             `protobuf:"varint,11,opt,name=dwells_total,json=dwellsTotal,proto3" json:"dwells_total,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Non-zero once this record is split: it admits no new device, and a
+	// device it does not hold belongs to one of salt_buckets salted parts,
+	// keys fence_id#n, chosen by hashing the device id. Sticky.
+	SaltBuckets uint32 `protobuf:"varint,12,opt,name=salt_buckets,json=saltBuckets,proto3" json:"salt_buckets,omitempty"`
+	// Highest trigger HLC this record has applied (or dropped).
+	WatermarkHlc uint64 `protobuf:"varint,13,opt,name=watermark_hlc,json=watermarkHlc,proto3" json:"watermark_hlc,omitempty"`
+	// Highest last_hlc of a member pruned past the horizon: a trigger at or
+	// below it for a device the record does not hold is expired, not applied.
+	PrunedHlc      uint64 `protobuf:"varint,14,opt,name=pruned_hlc,json=prunedHlc,proto3" json:"pruned_hlc,omitempty"`
+	ExpiredDropped uint64 `protobuf:"varint,15,opt,name=expired_dropped,json=expiredDropped,proto3" json:"expired_dropped,omitempty"`
+	// No member that left has a last_hlc below this: pruning scans the members
+	// only once the horizon passes it.
+	NextPruneHlc  uint64 `protobuf:"varint,16,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Occupancy) Reset() {
@@ -1054,6 +1069,41 @@ func (x *Occupancy) GetStaleDropped() uint64 {
 func (x *Occupancy) GetDwellsTotal() uint64 {
 	if x != nil {
 		return x.DwellsTotal
+	}
+	return 0
+}
+
+func (x *Occupancy) GetSaltBuckets() uint32 {
+	if x != nil {
+		return x.SaltBuckets
+	}
+	return 0
+}
+
+func (x *Occupancy) GetWatermarkHlc() uint64 {
+	if x != nil {
+		return x.WatermarkHlc
+	}
+	return 0
+}
+
+func (x *Occupancy) GetPrunedHlc() uint64 {
+	if x != nil {
+		return x.PrunedHlc
+	}
+	return 0
+}
+
+func (x *Occupancy) GetExpiredDropped() uint64 {
+	if x != nil {
+		return x.ExpiredDropped
+	}
+	return 0
+}
+
+func (x *Occupancy) GetNextPruneHlc() uint64 {
+	if x != nil {
+		return x.NextPruneHlc
 	}
 	return 0
 }
@@ -1228,7 +1278,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x06inside\x18\x01 \x01(\bR\x06inside\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12&\n" +
 	"\x0flast_trigger_id\x18\x03 \x01(\tR\rlastTriggerId\x12\x19\n" +
-	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\"\xfa\x03\n" +
+	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\"\xb0\x05\n" +
 	"\tOccupancy\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x18\n" +
@@ -1242,7 +1292,13 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x12duplicates_dropped\x18\t \x01(\x04R\x11duplicatesDropped\x12#\n" +
 	"\rstale_dropped\x18\n" +
 	" \x01(\x04R\fstaleDropped\x12!\n" +
-	"\fdwells_total\x18\v \x01(\x04R\vdwellsTotal\x1aR\n" +
+	"\fdwells_total\x18\v \x01(\x04R\vdwellsTotal\x12!\n" +
+	"\fsalt_buckets\x18\f \x01(\rR\vsaltBuckets\x12#\n" +
+	"\rwatermark_hlc\x18\r \x01(\x04R\fwatermarkHlc\x12\x1d\n" +
+	"\n" +
+	"pruned_hlc\x18\x0e \x01(\x04R\tprunedHlc\x12'\n" +
+	"\x0fexpired_dropped\x18\x0f \x01(\x04R\x0eexpiredDropped\x12$\n" +
+	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x1aR\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xad\x01\n" +

@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -205,7 +206,7 @@ func (v *ViewSources) Device(id string) (st *geofencepb.DeviceState, err error) 
 // Fence implements OccupancySource.
 func (v *ViewSources) Fence(id string) (o *geofencepb.Occupancy, err error) {
 	gerr := v.guard(func() error {
-		o, err = wrapNotReady(v.Occupancy.Get(id))
+		o, err = wrapNotReady(occupancy.Total(v.Occupancy.Get, id, DefaultDeviceListCap))
 		return nil
 	})
 	if gerr != nil {
@@ -214,15 +215,34 @@ func (v *ViewSources) Fence(id string) (o *geofencepb.Occupancy, err error) {
 	return o, err
 }
 
-// Each implements OccupancySource.
+// Each implements OccupancySource. A split fence is visited once, as the sum
+// of its salted parts (occupancy.Total), after the others.
 func (v *ViewSources) Each(fn func(*geofencepb.Occupancy) bool) error {
 	return v.guard(func() error {
+		var split []string
+		more := true
 		err := v.Occupancy.Each(func(key string, o *geofencepb.Occupancy) bool {
-			if o.GetFenceId() == "" {
+			switch {
+			case occupancy.IsPart(key, o):
+				return true
+			case o.GetSaltBuckets() > 0:
+				split = append(split, key) // read after the iteration, which holds the view
+				return true
+			case o.GetFenceId() == "":
 				o.FenceId = key
 			}
-			return fn(o)
+			more = fn(o)
+			return more
 		})
+		for _, id := range split {
+			if err != nil || !more {
+				break
+			}
+			var o *geofencepb.Occupancy
+			if o, err = occupancy.Total(v.Occupancy.Get, id, DefaultDeviceListCap); o != nil {
+				more = fn(o)
+			}
+		}
 		_, err = wrapNotReady[geofencepb.Occupancy](nil, err)
 		return err
 	})

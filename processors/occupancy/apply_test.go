@@ -78,7 +78,7 @@ func runSteps(t *testing.T, steps []step) *geofencepb.Occupancy {
 	t.Helper()
 	occ := &geofencepb.Occupancy{}
 	for i, s := range steps {
-		changed, res := occupancy.Apply(occ, s.t, 0)
+		changed, res := occupancy.Apply(occ, s.t, occupancy.Limits{})
 		if res != s.wantResult || changed != s.wantChanged || occ.Count != s.wantCount {
 			t.Fatalf("step %d (%s): got %v changed=%v count=%d, want %v changed=%v count=%d",
 				i, s.t.TriggerId, res, changed, occ.Count, s.wantResult, s.wantChanged, s.wantCount)
@@ -202,7 +202,7 @@ func TestApplyCatalogueVersionIsMax(t *testing.T) {
 	for _, v := range []uint64{4, 9, 2} {
 		tr := trig("v1", "f", enter, v)
 		tr.CatalogueVersion = v
-		occupancy.Apply(occ, tr, 0)
+		occupancy.Apply(occ, tr, occupancy.Limits{})
 	}
 	if occ.CatalogueVersion != 9 {
 		t.Fatalf("catalogue_version %d, want 9", occ.CatalogueVersion)
@@ -211,7 +211,7 @@ func TestApplyCatalogueVersionIsMax(t *testing.T) {
 
 func TestApplyInvalidChangesNothing(t *testing.T) {
 	occ := &geofencepb.Occupancy{}
-	occupancy.Apply(occ, trig("v1", "f", enter, 10), 0)
+	occupancy.Apply(occ, trig("v1", "f", enter, 10), occupancy.Limits{})
 	before := proto.Clone(occ)
 	bad := []*geofencepb.Trigger{
 		trig("v1", "other", enter, 11),
@@ -222,7 +222,7 @@ func TestApplyInvalidChangesNothing(t *testing.T) {
 		{TriggerId: "x", FenceId: "f", Type: exit, Hlc: 11},
 	}
 	for _, b := range bad {
-		if changed, res := occupancy.Apply(occ, b, 0); res != occupancy.Invalid || changed {
+		if changed, res := occupancy.Apply(occ, b, occupancy.Limits{}); res != occupancy.Invalid || changed {
 			t.Fatalf("%v: got %v changed=%v", b, res, changed)
 		}
 	}
@@ -271,7 +271,7 @@ func TestApplyDevicesCap(t *testing.T) {
 	apply := func(dev string, typ geofencepb.TriggerType) {
 		t.Helper()
 		hlc++
-		if _, res := occupancy.Apply(occ, trig(dev, "f", typ, hlc), cap); res != occupancy.Applied {
+		if _, res := occupancy.Apply(occ, trig(dev, "f", typ, hlc), occupancy.Limits{DevicesCap: cap}); res != occupancy.Applied {
 			t.Fatalf("%s %v: %v", dev, typ, res)
 		}
 		checkInvariants(t, occ, cap)
@@ -301,10 +301,10 @@ func TestApplyDevicesCap(t *testing.T) {
 		apply(d, enter)
 	}
 	hlc++
-	occupancy.Apply(occ, trig("d0", "f", dwell, hlc), 2)
+	occupancy.Apply(occ, trig("d0", "f", dwell, hlc), occupancy.Limits{DevicesCap: 2})
 	checkInvariants(t, occ, 2)
 	hlc++
-	occupancy.Apply(occ, trig("d4", "f", dwell, hlc), 10)
+	occupancy.Apply(occ, trig("d4", "f", dwell, hlc), occupancy.Limits{DevicesCap: 10})
 	checkInvariants(t, occ, 10)
 }
 
@@ -313,7 +313,7 @@ func TestApplyRepairsCorruptedCount(t *testing.T) {
 	occ := &geofencepb.Occupancy{FenceId: "f", Count: 0, Members: map[string]*geofencepb.Member{
 		"v1": {Inside: true, LastHlc: 5},
 	}}
-	occupancy.Apply(occ, trig("v1", "f", exit, 6), 0)
+	occupancy.Apply(occ, trig("v1", "f", exit, 6), occupancy.Limits{})
 	if occ.Count != 0 {
 		t.Fatalf("count %d", occ.Count)
 	}

@@ -14,7 +14,7 @@ func ExampleApply() {
 			TriggerId: fmt.Sprintf("%s|depot|%v|%x", device, typ, hlc),
 			DeviceId:  device, FenceId: "depot", Type: typ, Hlc: hlc,
 		}
-		changed, res := occupancy.Apply(occ, t, 0)
+		changed, res := occupancy.Apply(occ, t, occupancy.Limits{})
 		fmt.Printf("%-5s %-20s %-9s changed=%-5v count=%d devices=%v\n", device, typ, res, changed, occ.Count, occ.Devices)
 	}
 	apply("truck", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, 10)

@@ -47,9 +47,9 @@ type running struct {
 	done   chan error
 }
 
-func startOccupancy(t *testing.T, cl cluster.Config, topo *topology.Topology, stateDir string) *running {
+func startOccupancy(t *testing.T, cl cluster.Config, topo *topology.Topology, stateDir string, opts ...occupancy.Opt) *running {
 	t.Helper()
-	g, err := occupancy.New(topo)
+	g, err := occupancy.New(topo, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

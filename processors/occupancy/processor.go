@@ -3,23 +3,31 @@ package occupancy
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 var triggersSeen = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name: "fencestream_occupancy_triggers_total",
-	Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger) or invalid (dead-lettered).",
+	Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the record's horizon for a device it no longer holds), forward (sent on to a salted part of a split fence) or invalid (dead-lettered).",
 }, []string{"result"})
 
+var splits = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "fencestream_occupancy_splits_total",
+	Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
+})
+
 func init() {
-	for _, r := range []Result{Applied, Duplicate, Stale, Invalid} {
+	for _, r := range []Result{Applied, Duplicate, Stale, Invalid, Expired, Forward} {
 		triggersSeen.WithLabelValues(r.String()) // export zeros
 	}
 }
@@ -34,9 +42,9 @@ type Context = group.Context[geofencepb.Occupancy, *geofencepb.Occupancy]
 type Opt func(*config)
 
 type config struct {
-	devicesCap int
-	log        *slog.Logger
-	cat        *fences.Catalogue
+	limits Limits
+	log    *slog.Logger
+	cat    *fences.Catalogue
 }
 
 // ReasonUnknownFence is the dead-letter reason of a trigger for a fence the
@@ -50,21 +58,36 @@ const ReasonUnknownFence = "unknown-fence"
 // catalogue has not reached yet is accepted: the fence may be that new.
 func WithCatalogue(cat *fences.Catalogue) Opt { return func(c *config) { c.cat = cat } }
 
-// WithDevicesCap bounds the devices listed per fence (default
+// WithDevicesCap bounds the devices listed per record (default
 // DefaultDevicesCap). Counts are exact whatever the cap.
-func WithDevicesCap(n int) Opt { return func(c *config) { c.devicesCap = n } }
+func WithDevicesCap(n int) Opt { return func(c *config) { c.limits.DevicesCap = n } }
+
+// WithHorizon sets how long, in the triggers' HLC time, a record remembers a
+// device that left (default DefaultHorizon); see the package documentation
+// for what a trigger later than that does.
+func WithHorizon(d time.Duration) Opt { return func(c *config) { c.limits.Horizon = d } }
+
+// WithMaxMembers sets how many devices one record holds before it is split
+// (default DefaultMaxMembers). New refuses a value whose worst-case record
+// exceeds MaxRecordBytes.
+func WithMaxMembers(n int) Opt { return func(c *config) { c.limits.MaxMembers = n } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 
 func (c *config) validate() error {
-	if c.devicesCap <= 0 {
-		return fmt.Errorf("occupancy: devices cap must be positive, got %d", c.devicesCap)
+	switch {
+	case c.limits.DevicesCap <= 0:
+		return fmt.Errorf("occupancy: devices cap must be positive, got %d", c.limits.DevicesCap)
+	case c.limits.Horizon <= 0:
+		return fmt.Errorf("occupancy: horizon must be positive, got %v", c.limits.Horizon)
+	case c.limits.MaxMembers <= 0:
+		return fmt.Errorf("occupancy: max members must be positive, got %d", c.limits.MaxMembers)
 	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	return nil
+	return c.limits.Validate()
 }
 
 // New defines the occupancy group over topo's "occupancy" declaration:
@@ -73,7 +96,7 @@ func (c *config) validate() error {
 // applies them to the fence's Occupancy in occupancy-table. Invalid triggers go
 // to the dead-letter topic. Build the processor with Group.Processor.
 func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
-	cfg := config{devicesCap: DefaultDevicesCap, log: slog.Default()}
+	cfg := config{limits: Limits{}.withDefaults(), log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -85,12 +108,16 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	}
 	g := group.New[geofencepb.Occupancy](topo, topology.GroupOccupancy, cfg.log)
 	group.Stream(g, topology.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
-	byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.devicesCap) })
+	hotKeys = group.Output[geofencepb.Occupancy, *geofencepb.Occupancy, kitpb.HotKey](g, topology.TopicHotKeys)
+	byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.limits) })
 	return g, nil
 }
 
-// byFence sends to the group's fence-keyed loop.
-var byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
+// The group's typed outputs: its fence-keyed loop and the hot-keys topic.
+var (
+	byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
+	hotKeys group.Out[kitpb.HotKey, *kitpb.HotKey]
+)
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
 func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
@@ -107,24 +134,57 @@ func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) err
 	return nil
 }
 
-// handleLooped applies a fence-keyed trigger to the fence's occupancy.
-func handleLooped(c *Context, t *geofencepb.Trigger, cap int) error {
+// handleLooped applies a fence-keyed trigger to the record of its key (the
+// fence's, or a salted part's), or sends it on to the part that holds its
+// device.
+func handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 	if err := validateLooped(c.Key(), t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
 	}
 	occ := c.State()
 	if occ == nil {
-		occ = &geofencepb.Occupancy{FenceId: c.Key()}
+		occ = &geofencepb.Occupancy{FenceId: t.GetFenceId()}
 	}
-	_, res := Apply(occ, t, cap)
+	wasSplit := occ.GetSaltBuckets() > 0
+	changed, res := Apply(occ, t, lim)
 	triggersSeen.WithLabelValues(res.String()).Inc()
-	if res == Invalid { // validateLooped passed, so only a state for another fence
+	switch res {
+	case Invalid: // validateLooped passed, so only a state for another fence
 		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
-	}
-	if res != Applied {
+	case Forward:
+		if !wasSplit {
+			recordSplit(c, occ, t)
+		}
+		byFence.Send(c, PartKey(c.Key(), occ, t.GetDeviceId()), t)
+		if changed {
+			c.SetState(occ)
+		}
+		return nil
+	case Applied:
+	default:
 		c.Logger().Debug("trigger not applied", "result", res.String(), "device", t.GetDeviceId(), "trigger_id", t.GetTriggerId(), "hlc", t.GetHlc())
 	}
 	c.SetState(occ)
 	return nil
+}
+
+// recordSplit records, as DESIGN rule 4 asks of salted keys, that the record
+// at the context's key now spreads new devices over salted parts: a metric, a
+// log line and a HotKey on the compacted hot-keys topic (key
+// "occupancy-table/<key>"). The decision itself lives in the record
+// (salt_buckets), which is what the processor and Total follow; the HotKey is
+// for other consumers. decided_at_ms is the trigger's HLC time, so a replay
+// writes the same record.
+func recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
+	splits.Inc()
+	c.Logger().Info("occupancy record full: new devices go to salted parts", "members", len(occ.GetMembers()), "buckets", occ.GetSaltBuckets())
+	key := topology.TopicOccupancy + "/" + c.Key()
+	if topology.ValidateKey(key, 0) != nil {
+		return // a fence id near the key limit: the record and the metric carry the decision
+	}
+	hotKeys.Emit(c, key, &kitpb.HotKey{
+		Topic: topology.TopicOccupancy, Key: c.Key(), Salted: true,
+		SaltBuckets: occ.GetSaltBuckets(), DecidedAtMs: hlc.Wall(t.GetHlc()),
+	})
 }

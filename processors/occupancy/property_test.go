@@ -31,7 +31,7 @@ func applyAll(t *testing.T, r *rand.Rand, order []*geofencepb.Trigger, cap int) 
 				t.Fatal(err)
 			}
 		}
-		if _, res := occupancy.Apply(occ, tr, cap); res == occupancy.Invalid {
+		if _, res := occupancy.Apply(occ, tr, occupancy.Limits{DevicesCap: cap}); res == occupancy.Invalid {
 			t.Fatalf("%s: invalid", tr.TriggerId)
 		}
 		checkInvariants(t, occ, cap)

@@ -21,8 +21,13 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
-	// DevicesCap bounds the devices listed per fence (0: DefaultDevicesCap).
+	// DevicesCap bounds the devices listed per record (0: DefaultDevicesCap).
 	DevicesCap int
+	// Horizon is how long a record remembers a device that left (0:
+	// DefaultHorizon); MaxMembers how many devices a record holds before it
+	// is split (0: DefaultMaxMembers).
+	Horizon    time.Duration
+	MaxMembers int
 	// LagEvery is how often the lag gauges are refreshed (0: 10s; negative: off).
 	LagEvery time.Duration
 	Log      *slog.Logger
@@ -44,9 +49,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if rc.DevicesCap == 0 {
-		rc.DevicesCap = DefaultDevicesCap
-	}
+	lim := Limits{DevicesCap: rc.DevicesCap, Horizon: rc.Horizon, MaxMembers: rc.MaxMembers}.withDefaults()
 	if rc.LagEvery == 0 {
 		rc.LagEvery = 10 * time.Second
 	}
@@ -60,7 +63,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		follower = fences.NewFollower(cl, topology.TopicFences, cat, log.With("component", "fences"))
 		ready = follower.Ready()
 	}
-	g, err := New(rc.Topology, WithDevicesCap(rc.DevicesCap), WithLogger(log), WithCatalogue(cat))
+	g, err := New(rc.Topology, WithDevicesCap(lim.DevicesCap), WithHorizon(lim.Horizon), WithMaxMembers(lim.MaxMembers), WithLogger(log), WithCatalogue(cat))
 	if err != nil {
 		return err
 	}

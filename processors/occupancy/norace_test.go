@@ -1,0 +1,5 @@
+//go:build !race
+
+package occupancy_test
+
+const raceEnabled = false
