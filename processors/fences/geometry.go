@@ -514,7 +514,13 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 				inside = !inside
 			}
 			ex, ey := bx-ax, by-ay
-			t := -(ax*ex + ay*ey) / (ex*ex + ey*ey)
+			// Distinct vertices can still be 0 m apart once scaled (an edge
+			// of 1e-300°, or any east-west edge at a pole): measure to the
+			// vertex rather than divide 0 by 0.
+			t := 0.0
+			if l2 := ex*ex + ey*ey; l2 > 0 {
+				t = -(ax*ex + ay*ey) / l2
+			}
 			if t < 0 {
 				t = 0
 			} else if t > 1 {
