@@ -22,6 +22,7 @@ var fuzzGeometries = []string{
 	`{"type":"Point","coordinates":[13.4,52.5,34.0]}`,
 	`{"type":"Point","coordinates":[180,90]}`,
 	`{"type":"Polygon","coordinates":[[[1e-300,0],[2e-300,0],[2e-300,1e-300],[1e-300,0]]]}`,
+	`{"type":"MultiPolygon","coordinates":[[[[1e-170,0],[2e-170,0],[2e-170,1e-170],[1e-170,0]]],[[[3e-170,0],[4e-170,0],[4e-170,1e-170],[3e-170,0]]]]}`,
 	`{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]],"extra":null}`,
 	`{"type":"LineString","coordinates":[[13.4,52.5],[13.5,52.5]]}`,
 	`null`,

@@ -403,6 +403,12 @@ func markSeams(polys []polyGeo) {
 				a, b := ring[k], ring[k+1]
 				ex, ey := b.x-a.x, b.y-a.y
 				l2 := ex*ex + ey*ey
+				if l2 == 0 {
+					// Distinct vertices whose squared distance underflows
+					// (1e-170° apart): no direction to compare, and an empty
+					// span list would "cover" it with an infinite tolerance.
+					continue
+				}
 				l := math.Sqrt(l2)
 				spans = spans[:0]
 				for pj := range polys {
