@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
@@ -122,8 +124,8 @@ func encodeFuzzPing(mode byte, dLat, dLon int16, acc byte, dt, dh uint16) []byte
 // FuzzApply feeds arbitrary pings of one device through ValidatePing, the
 // HLC rule of the kit (a ping not newer than the state is not applied) and
 // Apply, storing the state through its codec between pings as the group
-// table does. Nothing panics, and the state stays consistent with the
-// triggers emitted (see checkFuzzApply).
+// table does. Nothing panics, the state stays consistent with the triggers
+// emitted (fuzzModel.check), and a replay gives the same triggers and state.
 func FuzzApply(f *testing.F) {
 	var park, wander, bad []byte
 	for range 20 { // drive into the circle, park (DWELL in the ring), leave
@@ -159,22 +161,43 @@ func FuzzApply(f *testing.F) {
 		}
 		defaults := debounce.DefaultSettings()
 		defaults.MinDwell, defaults.Loiter = 2*time.Second, 30*time.Second
-		codec := codecs.For[geofencepb.DeviceState]()
-		st := &geofencepb.DeviceState{DeviceId: key}
-		m := &fuzzModel{inside: map[string]bool{}, dwelled: map[string]bool{}}
-		for _, p := range decodeFuzzPings(key, data) {
-			if err := debounce.ValidatePing(key, p); err != nil {
-				checkRefusedPing(t, key, p, err)
-				continue
-			}
-			checkValidPing(t, key, p)
-			if p.GetHlc() <= st.GetLastHlc() {
-				continue // AuditHLC: stale or duplicate, not applied
-			}
-			before := slices.Clone(st.FenceStates)
-			beforeBytes, _ := codec.Marshal(&geofencepb.DeviceState{FenceStates: before})
-			prev := st.Pings
-			out := debounce.Apply(st, p, snap, defaults)
+		pings := decodeFuzzPings(key, data)
+		first := fuzzRun(t, key, pings, snap, defaults, true)
+		// Apply is pure: a replay of the same pings (a redelivery after a
+		// crash, a takeover) yields the same triggers, ids and state.
+		if again := fuzzRun(t, key, pings, snap, defaults, false); string(again) != string(first) {
+			t.Fatalf("replaying %d pings gave other triggers or state", len(pings))
+		}
+	})
+}
+
+// fuzzRun applies pings to a new device state the way the processor does
+// (checking every step when check is set) and returns the encoded triggers
+// and final state.
+func fuzzRun(t *testing.T, key string, pings []*geofencepb.Ping, snap *fences.Snapshot, defaults debounce.Settings, check bool) []byte {
+	t.Helper()
+	codec := codecs.For[geofencepb.DeviceState]()
+	trig := codecs.For[geofencepb.Trigger]()
+	var trace []byte
+	st := &geofencepb.DeviceState{DeviceId: key}
+	m := &fuzzModel{inside: map[string]bool{}, dwelled: map[string]bool{}}
+	for _, p := range pings {
+		if err := debounce.ValidatePing(key, p); err != nil {
+			checkRefusedPing(t, key, p, err)
+			continue
+		}
+		checkValidPing(t, key, p)
+		if p.GetHlc() <= st.GetLastHlc() {
+			continue // AuditHLC: stale or duplicate, not applied
+		}
+		beforeBytes, _ := codec.Marshal(&geofencepb.DeviceState{FenceStates: st.FenceStates})
+		prev := st.Pings
+		out := debounce.Apply(st, p, snap, defaults)
+		for _, tr := range out.Triggers {
+			b, _ := trig.Marshal(tr)
+			trace = append(trace, b...)
+		}
+		if check {
 			afterBytes, _ := codec.Marshal(&geofencepb.DeviceState{FenceStates: st.FenceStates})
 			if string(beforeBytes) != string(afterBytes) && !out.Changed {
 				t.Fatalf("fence states changed but Outcome.Changed is false")
@@ -183,16 +206,18 @@ func FuzzApply(f *testing.F) {
 				t.Fatalf("device bookkeeping after ping %v: %v", p, st)
 			}
 			m.check(t, st, p, out, snap, defaults)
-			// Through the table's codec, as the next record would see it.
-			b, err := codec.Marshal(st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st, err = codec.Unmarshal(b); err != nil {
-				t.Fatal(err)
-			}
 		}
-	})
+		// Through the table's codec, as the next record would see it.
+		b, err := codec.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = codec.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	final, _ := proto.MarshalOptions{Deterministic: true}.Marshal(st)
+	return append(trace, final...)
 }
 
 func checkRefusedPing(t *testing.T, key string, p *geofencepb.Ping, err error) {
