@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,12 +36,14 @@ Keys are checked with the producers' rules (non-empty, valid UTF-8, at most 255 
 			return c.fail(stderr, err)
 		}
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tPARTITION\tOF\tMURMUR2")
+	var tb table
+	tb.row("KEY", "PARTITION", "OF", "MURMUR2")
 	for _, key := range pos {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t0x%08x\n", key, topology.PartitionFor(key, int32(*n)), *n, topology.Murmur2([]byte(key)))
+		tb.row(printableCell(key), strconv.Itoa(int(topology.PartitionFor(key, int32(*n)))), strconv.Itoa(*n), fmt.Sprintf("0x%08x", topology.Murmur2([]byte(key))))
 	}
-	tw.Flush()
+	if err := tb.write(stdout); err != nil {
+		return c.fail(stderr, err)
+	}
 	return exitOK
 }
 

@@ -403,6 +403,12 @@ func markSeams(polys []polyGeo) {
 				a, b := ring[k], ring[k+1]
 				ex, ey := b.x-a.x, b.y-a.y
 				l2 := ex*ex + ey*ey
+				if l2 == 0 {
+					// Distinct vertices whose squared distance underflows
+					// (1e-170° apart): no direction to compare, and an empty
+					// span list would "cover" it with an infinite tolerance.
+					continue
+				}
 				l := math.Sqrt(l2)
 				spans = spans[:0]
 				for pj := range polys {
@@ -514,7 +520,13 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 				inside = !inside
 			}
 			ex, ey := bx-ax, by-ay
-			t := -(ax*ex + ay*ey) / (ex*ex + ey*ey)
+			// Distinct vertices can still be 0 m apart once scaled (an edge
+			// of 1e-300°, or any east-west edge at a pole): measure to the
+			// vertex rather than divide 0 by 0.
+			t := 0.0
+			if l2 := ex*ex + ey*ey; l2 > 0 {
+				t = -(ax*ex + ay*ey) / l2
+			}
 			if t < 0 {
 				t = 0
 			} else if t > 1 {

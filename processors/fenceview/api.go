@@ -441,7 +441,7 @@ func (s *Server) handleDevice(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePartition(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	key := q.Get("key")
-	if !validID(w, "key", key) {
+	if !validID(w, "partition", key) { // "partition key refused: ...": KeyError already says "key"
 		return
 	}
 	n := int64(topology.DefaultPartitions)

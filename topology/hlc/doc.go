@@ -3,7 +3,8 @@
 //
 // Invariant: every value a Clock returns is strictly greater than every value it
 // returned before and than every value it has observed, even when the wall clock
-// goes backwards. Consumers use this to assert per-device monotonicity: under
+// goes backwards, up to the largest timestamp, where it saturates instead of
+// wrapping to 0. Consumers use this to assert per-device monotonicity: under
 // device_id partitioning a device's HLC never decreases, so a decrease means a
 // re-key upstream or a replay.
 package hlc

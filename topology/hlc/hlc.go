@@ -1,6 +1,7 @@
 package hlc
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -8,14 +9,18 @@ import (
 const logicalBits = 16
 const logicalMask = 1<<logicalBits - 1
 
+// MaxWall is the largest wall time a Timestamp holds (48 bits of
+// milliseconds: the year 10889).
+const MaxWall = 1<<(64-logicalBits) - 1
+
 // Timestamp is a packed hybrid logical clock value; it orders as a uint64.
 type Timestamp = uint64
 
-// Pack builds a timestamp from wall milliseconds and a logical counter.
+// Pack builds a timestamp from wall milliseconds and a logical counter. Wall
+// times outside [0, MaxWall] are clamped: shifting them would drop the high
+// bits and turn a far-future device time into a tiny, "stale" timestamp.
 func Pack(wallMs int64, logical uint16) Timestamp {
-	if wallMs < 0 {
-		wallMs = 0
-	}
+	wallMs = min(max(wallMs, 0), MaxWall)
 	return uint64(wallMs)<<logicalBits | uint64(logical)
 }
 
@@ -69,10 +74,15 @@ func (c *Clock) Last() Timestamp {
 }
 
 // next is the HLC send rule: take the wall clock if it moved ahead, else bump the
-// logical counter; on counter overflow borrow the next millisecond.
+// logical counter; on counter overflow borrow the next millisecond. At the
+// largest timestamp (only reachable by observing it) it stays there rather
+// than wrap to 0, which every consumer would read as "no HLC".
 func next(last, wall Timestamp) Timestamp {
 	if wall > last {
 		return wall
+	}
+	if last == math.MaxUint64 {
+		return last
 	}
 	return last + 1
 }
