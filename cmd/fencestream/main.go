@@ -176,15 +176,27 @@ Flags:
 	case err == nil:
 		log.Info("fencestream stopped")
 		return exitOK
-	case errors.Is(err, group.ErrStateMismatch):
+	case errors.Is(err, errBrokerDataGone):
 		fmt.Fprintf(stderr, `
-fencestream: the local state in %s does not belong to the Kafka cluster at %s.
-  %v
-This happens when %s was deleted (or --brokers changed) but %s was kept.
-Fix it by deleting %s (it is rebuilt from the broker's changelog topics):
+fencestream: refusing to start: the embedded broker's data in %s is gone,
+but the local state in %s was kept.
+The state was built from records that no longer exist anywhere, so it can be
+neither matched to a new broker nor rebuilt from it. Start afresh by deleting
+it (the devices' debounce state and the occupancy counts go with the broker's data):
   rm -rf %s
 or run again with --reset-state, which does that for you.
-`, o.stateDir(), strings.Join(o.cl.Brokers, ","), err, o.brokerDir(), o.stateDir(), o.stateDir(), o.stateDir())
+`, o.brokerDir(), o.stateDir(), o.stateDir())
+		return exitMismatch
+	case errors.Is(err, group.ErrStateMismatch):
+		fmt.Fprintf(stderr, `
+fencestream: refusing to start: the local state in %s does not belong to the Kafka cluster at %s.
+  %v
+It was built from another cluster's records (%s was replaced, or --brokers
+points elsewhere now), which this broker does not hold. Delete it; it is then
+rebuilt from what this broker holds:
+  rm -rf %s
+or run again with --reset-state, which does that for you.
+`, o.stateDir(), strings.Join(o.cl.Brokers, ","), err, o.brokerDir(), o.stateDir())
 		return exitMismatch
 	case errors.Is(err, topology.ErrMismatch):
 		fmt.Fprintf(stderr, "fencestream: the broker's topics do not match the declared topology (--partitions %d):\n%v\n", o.partitions, err)
@@ -207,6 +219,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	}
 	brokerNote := "external"
 	if len(o.cl.Brokers) == 0 {
+		if err := checkFreshBroker(o.brokerDir(), o.stateDir()); err != nil {
+			return err
+		}
 		b, err := embedded.Start(embedded.DataDir(o.brokerDir()), embedded.Port(o.brokerPort))
 		if err != nil {
 			if o.brokerPort != 0 {
@@ -224,7 +239,13 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		log.Info("embedded broker started", "addr", strings.Join(b.Addrs(), ","), "data", b.DataDir())
 	}
 	topo := topology.Geofence(topology.WithPartitions(int32(o.partitions)))
-	if _, err := group.CheckBroker(ctx, o.cl, topo, true); err != nil {
+	clusterID, err := group.CheckBroker(ctx, o.cl, topo, true)
+	if err != nil {
+		return err
+	}
+	// Before anything is loaded or announced: the processors would refuse
+	// mismatched state too, but only after the banner and the demo fences.
+	if err := checkStateCluster(o.stateDir(), clusterID); err != nil {
 		return err
 	}
 	if !o.noDemoFence {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -419,10 +421,21 @@ func TestStateMismatch(t *testing.T) {
 		t.Fatalf("exit code %d, want %d", code, exitMismatch)
 	}
 	out := p.out.String()
-	for _, want := range []string{"does not belong to the Kafka cluster", "rm -rf " + filepath.Join(data, "state"), "--reset-state"} {
+	for _, want := range []string{"refusing to start", "data in " + filepath.Join(data, "broker") + " is gone",
+		"rm -rf " + filepath.Join(data, "state"), "--reset-state"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(out, 30))
 		}
+	}
+	// Refused before anything is announced or written, and without sending
+	// the user to changelog topics that went with the broker's data.
+	for _, unwanted := range []string{"fencestream is running", "demo fences loaded", "changelog"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("a refused start says %q:\n%s", unwanted, tail(out, 30))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "broker")); !os.IsNotExist(err) {
+		t.Errorf("a refused start created %s/broker (%v)", data, err)
 	}
 	// --reset-state fixes it.
 	p = start(t, append(args, "--reset-state")...)
@@ -495,5 +508,32 @@ func TestExternalBroker(t *testing.T) {
 	}
 	if out := p.out.String(); !strings.Contains(out, `topic "pings" has 6 partitions on the broker but the topology declares 24`) {
 		t.Errorf("mismatch not explained:\n%s", tail(out, 20))
+	}
+}
+
+func TestCheckStateCluster(t *testing.T) {
+	state := t.TempDir()
+	if err := checkStateCluster(filepath.Join(state, "none"), "c1"); err != nil {
+		t.Fatalf("missing state directory: %v", err)
+	}
+	dir := filepath.Join(state, "debouncer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateMarker), []byte(`{"cluster_id":"c1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStateCluster(state, "c1"); err != nil {
+		t.Fatalf("same cluster: %v", err)
+	}
+	err := checkStateCluster(state, "c2")
+	if !errors.Is(err, group.ErrStateMismatch) || !strings.Contains(err.Error(), `cluster "c1" but the broker is cluster "c2"`) {
+		t.Fatalf("other cluster: %v", err)
+	}
+	if err := checkFreshBroker(filepath.Join(state, "broker"), state); !errors.Is(err, errBrokerDataGone) {
+		t.Fatalf("empty broker directory next to state: %v", err)
+	}
+	if err := checkFreshBroker(filepath.Join(state, "broker"), filepath.Join(state, "none")); err != nil {
+		t.Fatalf("fresh broker and no state: %v", err)
 	}
 }
