@@ -304,7 +304,16 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	if !o.noSim {
 		g.Go(func() error { return sim.run(gctx) })
 	}
-	g.Go(func() error { return reportProgress(gctx, o.progress, sim, log) })
+	kopts, err := o.cl.Kgo()
+	if err != nil {
+		return err
+	}
+	kc, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", strings.Join(o.cl.Brokers, ","), err)
+	}
+	defer kc.Close()
+	g.Go(func() error { return reportProgress(gctx, o.progress, sim, kadm.NewClient(kc), log) })
 	err = g.Wait()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil

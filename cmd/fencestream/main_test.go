@@ -336,6 +336,13 @@ func TestRunStopResume(t *testing.T) {
 		}
 		return fl.Fences[0].Count > 0, fmt.Sprintf("top fence %s count %d", fl.Fences[0].ID, fl.Fences[0].Count)
 	})
+	// The progress line's totals come from the broker, so a restart
+	// continues them rather than counting from 0 again.
+	var triggersRun1 int64
+	poll(t, p1, startDeadline, "a progress line with triggers", func() (bool, string) {
+		triggersRun1 = lastTriggersTotal(p1.out.String())
+		return triggersRun1 > 0, fmt.Sprintf("triggers=%d", triggersRun1)
+	})
 	insideAfterRun1 := inside(t, readTriggers(t, broker))
 	if len(insideAfterRun1) == 0 {
 		t.Fatal("occupancy is above 0 but no device is inside by the triggers")
@@ -364,6 +371,16 @@ func TestRunStopResume(t *testing.T) {
 	url = p2.waitOutput(t, reURL, startDeadline)[1]
 	broker = p2.waitOutput(t, reKafka, startDeadline)[1]
 	p2.waitOutput(t, regexp.MustCompile(`resuming the fleet where it stopped.*tick=\d+`), startDeadline)
+	poll(t, p2, startDeadline, "the second run's first progress line", func() (bool, string) {
+		n := lastTriggersTotal(p2.out.String())
+		if n < 0 {
+			return false, "no progress line yet"
+		}
+		if n < triggersRun1 {
+			t.Fatalf("progress after the restart: triggers=%d, the first run had reached %d", n, triggersRun1)
+		}
+		return true, ""
+	})
 	waitServing(t, p2, url)
 	// Long enough after the restart for a forgotten device to be confirmed
 	// inside again (min samples 3 and min dwell 10 s in event time).
@@ -400,6 +417,20 @@ func TestRunStopResume(t *testing.T) {
 		t.Fatalf("second run, SIGINT: exit code %d, want 0", code)
 	}
 	t.Logf("%d triggers over both runs; %d (device, fence) pairs inside after the first run", len(all), len(insideAfterRun1))
+}
+
+var reProgressTriggers = regexp.MustCompile(`msg=progress .*\btriggers=(\d+)`)
+
+// lastTriggersTotal is the triggers total of the last progress line, -1 when
+// there is none.
+func lastTriggersTotal(out string) int64 {
+	m := reProgressTriggers.FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	var n int64
+	fmt.Sscan(m[len(m)-1][1], &n)
+	return n
 }
 
 func TestStateMismatch(t *testing.T) {

@@ -141,7 +141,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)
 	m.HandleFunc("GET /v1/partition", s.handlePartition)
 	m.HandleFunc("GET /v1/topology", s.handleTopology)
+	// The catch-alls below match every method, so the mux would answer 404
+	// to POST /v1/fences; a path that GET serves gets 405 with Allow instead.
 	notFound := func(w http.ResponseWriter, r *http.Request) {
+		if s.servesGET(r) {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+": the API is read-only (GET, HEAD)")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	}
 	m.HandleFunc("/v1/", notFound)
@@ -161,6 +168,18 @@ func (s *Server) routes() {
 		w.Header().Set("Cache-Control", "no-cache")
 		static.ServeHTTP(w, r)
 	}))
+}
+
+// servesGET reports whether a GET of r's path would reach a route other than
+// the catch-alls.
+func (s *Server) servesGET(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return false
+	}
+	g := r.Clone(r.Context())
+	g.Method = http.MethodGet
+	_, pattern := s.mux.Handler(g)
+	return pattern != "" && pattern != "/" && pattern != "/v1/"
 }
 
 // ServeHTTP implements http.Handler.

@@ -364,13 +364,42 @@ func TestPageHealthMetricsAndUnknownRoutes(t *testing.T) {
 		}
 	}
 	f.wantStatus(t, "/v1/nope", http.StatusNotFound)
-	resp, err := http.Post(f.srv.URL+"/v1/fences", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 4 {
-		t.Errorf("POST /v1/fences: %d, want a 4xx", resp.StatusCode)
+	// The API is read-only: another method on a route it serves is 405 with
+	// Allow; on a route it does not serve, 404.
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "/v1/fences", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/v1/fences/park-tiergarten", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/v1/devices/dev-1", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/triggers/stream", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/v1/partition?key=a", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/nope", http.StatusNotFound},
+		{http.MethodDelete, "/nope", http.StatusNotFound},
+	} {
+		req, err := http.NewRequest(c.method, f.srv.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e fenceview.ErrorBody
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || err != nil || e.Status != c.want {
+			t.Errorf("%s %s: %d (body %+v, %v), want %d", c.method, c.path, resp.StatusCode, e, err, c.want)
+		}
+		allow := resp.Header.Get("Allow")
+		if c.want == http.StatusMethodNotAllowed && allow != "GET, HEAD" {
+			t.Errorf("%s %s: Allow %q, want \"GET, HEAD\"", c.method, c.path, allow)
+		}
+		if c.want == http.StatusNotFound && allow != "" {
+			t.Errorf("%s %s: Allow %q on a 404", c.method, c.path, allow)
+		}
 	}
 }
 
@@ -504,6 +533,19 @@ func TestTriggerStream(t *testing.T) {
 	waitFor(t, "subscriptions to close after the clients left", func() bool { return f.feed.Subscribers() == 0 })
 
 	f.wantStatus(t, "/v1/triggers/stream?fence=%ff", http.StatusBadRequest)
+	// An unknown fence is 503 while the sources recover, then 404; a fence
+	// deleted from the catalogue that still has occupancy streams.
+	f.ready.notReady.Store(true)
+	f.wantStatus(t, "/v1/triggers/stream?fence=no-such", http.StatusServiceUnavailable)
+	f.ready.notReady.Store(false)
+	f.wantStatus(t, "/v1/triggers/stream?fence=no-such", http.StatusNotFound)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	gone, _ := openStream(t, ctx, f.srv.URL+"/v1/triggers/stream?fence=gone-fence")
+	f.feed.Publish(trigger("t4", "g1", "gone-fence"))
+	if ev := nextEvent(t, gone, "trigger"); ev.id != "t4" {
+		t.Fatalf("stream of a deleted fence passed %s", ev.id)
+	}
 	f.wantStatus(t, "/v1/triggers/stream?device="+strings.Repeat("d", 300), http.StatusBadRequest)
 }
 

@@ -30,6 +30,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		}
 		*f.dst = v
 	}
+	if filter.FenceID != "" && !s.knownFence(w, r, filter.FenceID) {
+		return
+	}
 	rc := http.NewResponseController(w)
 	sub := s.src.Feed.Subscribe(filter) // before the headers: a client that saw them misses nothing
 	defer sub.Close()
@@ -79,6 +82,30 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// knownFence answers 404 (or 503 while the sources are incomplete) unless
+// the fence is in the catalogue or has occupancy: a stream filtered by a
+// misspelt id would otherwise stay silent forever.
+func (s *Server) knownFence(w http.ResponseWriter, r *http.Request, id string) bool {
+	snap := s.src.Fences.Snapshot()
+	if _, ok := snap.Get(id); ok {
+		return true
+	}
+	if ok, why := s.src.Ready.Ready(); !ok {
+		writeNotReady(w, why)
+		return false
+	}
+	occ, err := s.src.Occupancy.Fence(id)
+	if err != nil {
+		s.sourceError(w, r, err)
+		return false
+	}
+	if occ == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("fence %q is not in the catalogue (version %d) and has no occupancy", id, snap.Version()))
+		return false
+	}
+	return true
 }
 
 // sseLine keeps a value on one SSE line.
