@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -119,10 +120,16 @@ is already in the topic replaces it.`)
 }
 
 func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("fences delete", "fences delete ID... --brokers B",
-		"Deletes fences by publishing a tombstone (null value) for each ID to the compacted fences topic.\nDevices inside a deleted fence get an EXIT with reason FENCE_DELETED.")
+	c := newCommand("fences delete", "fences delete ID... --brokers B [--hex]",
+		`Deletes fences by publishing a tombstone (null value) for each ID to the compacted fences topic.
+Devices inside a deleted fence get an EXIT with reason FENCE_DELETED.
+An ID is a record key: a record that is not a valid fence (reported by the
+processors and by fences list with the command that removes it) is deleted the
+same way. A record whose fence_id differs from its key is found by either.
+With --hex, each ID is the hex form of the key's bytes.`)
 	var kf kafkaFlags
 	kf.register(c.fs)
+	asHex := c.fs.Bool("hex", false, "the IDs are hex-encoded key bytes (for keys that are not printable UTF-8)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -133,12 +140,55 @@ func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	records := make([]*kgo.Record, 0, len(pos))
+	keys := make([][]byte, 0, len(pos))
 	for _, id := range pos {
-		if err := topology.ValidateKey(id, 0); err != nil {
-			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, err))
+		key := []byte(id)
+		if *asHex {
+			var err error
+			if key, err = hex.DecodeString(id); err != nil {
+				return c.fail(stderr, fmt.Errorf("--hex key %q: %w; nothing deleted", id, err))
+			}
 		}
-		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(id)})
+		// Only emptiness is refused: a tombstone must match whatever key
+		// the record has, including one our producers would refuse.
+		if len(key) == 0 {
+			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, topology.ErrEmptyKey))
+		}
+		keys = append(keys, key)
+	}
+	cur, err := readFences(ctx, kf)
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	var records []*kgo.Record
+	seen := map[string]bool{}
+	add := func(key string) {
+		if !seen[key] {
+			seen[key] = true
+			records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(key)})
+		}
+	}
+	for _, key := range keys {
+		found := cur.keys[string(key)]
+		if found {
+			add(string(key))
+		}
+		// A record keyed otherwise that names this fence_id: the catalogue
+		// refuses it, and only a tombstone for its own key removes it.
+		for _, bad := range cur.invalid {
+			if bad.fenceID == string(key) && bad.key != string(key) {
+				fmt.Fprintf(stdout, "record with key %q names fence_id %q: deleting it by its key\n", bad.key, bad.fenceID)
+				add(bad.key)
+				found = true
+			}
+		}
+		if !found {
+			fmt.Fprintf(stderr, "fencectl fences delete: no record with key %q in topic %s; nothing to delete for it\n", key, topology.TopicFences)
+		}
+	}
+	if len(records) == 0 {
+		fmt.Fprintln(stdout, "nothing deleted")
+		return exitOK
 	}
 	first, last, _, err := publish(ctx, kf, records, false)
 	if err != nil {
@@ -223,30 +273,47 @@ func runFencesList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	list, invalid, err := readFences(ctx, kf)
+	cur, err := readFences(ctx, kf)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	printFences(stdout, list)
-	fmt.Fprintf(stdout, "%d fences\n", len(list))
-	for _, msg := range invalid {
-		fmt.Fprintf(stderr, "fencectl fences list: skipped invalid record: %s\n", msg)
+	printFences(stdout, cur.fences)
+	fmt.Fprintf(stdout, "%d fences\n", len(cur.fences))
+	for _, bad := range cur.invalid {
+		fmt.Fprintf(stderr, "fencectl fences list: skipped invalid record with key %q at offset %d: %v\n  remove it with: %s\n",
+			bad.key, bad.offset, bad.err, fences.DeleteCommand([]byte(bad.key)))
 	}
 	return exitOK
 }
 
+// fencesTopic is what the fences topic holds: the live, valid fences; the
+// latest records per key that are not valid fences; every live key.
+type fencesTopic struct {
+	fences  []*pb.Fence
+	invalid []invalidFence
+	keys    map[string]bool
+}
+
+type invalidFence struct {
+	key     string
+	offset  int64
+	fenceID string // as decoded, "" when undecodable
+	err     error
+}
+
 // readFences reads the compacted fences topic to its end: the latest value per
-// id, tombstones removing it.
-func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, error) {
+// key, tombstones removing it.
+func readFences(ctx context.Context, kf kafkaFlags) (fencesTopic, error) {
+	var out fencesTopic
 	kc, adm, err := kf.connect(ctx,
 		kgo.ConsumeTopics(topology.TopicFences),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	defer kc.Close()
 	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	rctx, cancel := kf.requestCtx(ctx)
 	ends, err := adm.ListEndOffsets(rctx, topology.TopicFences)
@@ -255,7 +322,7 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+		return out, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
 	}
 	target := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -273,19 +340,19 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 		return true
 	}
 	latest := map[string]*pb.Fence{}
-	invalid := map[string]string{}
+	invalid := map[string]invalidFence{}
 	codec := codecs.For[pb.Fence]()
 	fctx, cancel := context.WithTimeout(ctx, 6*kf.timeout)
 	defer cancel()
 	for !done() {
 		fetches := kc.PollFetches(fctx)
 		if fctx.Err() != nil {
-			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
+			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
 		}
 		var errs []error
 		fetches.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err)) })
 		if len(errs) > 0 {
-			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
+			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = r.Offset + 1
@@ -296,27 +363,31 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 				return
 			}
 			f, err := codec.Unmarshal(r.Value)
+			if err == nil && f.GetFenceId() != id {
+				err = fmt.Errorf("fence_id %q differs from key %q", f.GetFenceId(), id)
+			}
 			if err == nil {
 				_, err = fences.FenceFromProto(f)
 			}
 			if err != nil {
-				invalid[id] = fmt.Sprintf("key %q at offset %d: %v", id, r.Offset, err)
+				invalid[id] = invalidFence{key: id, offset: r.Offset, fenceID: f.GetFenceId(), err: err}
 				return
 			}
 			latest[id] = f
 		})
 	}
-	out := make([]*pb.Fence, 0, len(latest))
-	for _, f := range latest {
-		out = append(out, f)
+	out.keys = make(map[string]bool, len(latest)+len(invalid))
+	for id, f := range latest {
+		out.fences = append(out.fences, f)
+		out.keys[id] = true
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetFenceId() < out[j].GetFenceId() })
-	var bad []string
-	for _, msg := range invalid {
-		bad = append(bad, msg)
+	sort.Slice(out.fences, func(i, j int) bool { return out.fences[i].GetFenceId() < out.fences[j].GetFenceId() })
+	for id, bad := range invalid {
+		out.invalid = append(out.invalid, bad)
+		out.keys[id] = true
 	}
-	sort.Strings(bad)
-	return out, bad, nil
+	sort.Slice(out.invalid, func(i, j int) bool { return out.invalid[i].key < out.invalid[j].key })
+	return out, nil
 }
 
 func printFences(w io.Writer, list []*pb.Fence) {

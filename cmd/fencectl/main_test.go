@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -519,4 +521,58 @@ func TestSimMisorder(t *testing.T) {
 	}
 	code, out, errs = fencectl(t, "sim", "misorder", "--duration", "0")
 	wantCode(t, code, exitUsage, out, errs)
+}
+
+func TestFencesDeleteInvalidRecords(t *testing.T) {
+	addr := withTopology(t, 2)
+	demo, err := fences.ParseFeatureCollection(fences.DemoGeoJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, err := codecs.For[pb.Fence]().Marshal(demo[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, _ := admin(t, addr)
+	recs := []*kgo.Record{
+		{Key: []byte("garbage"), Value: []byte{0xff, 0xff}},
+		{Key: []byte("other key"), Value: value}, // fence_id is demo[0]'s
+		{Key: []byte{0xc3, 0x28}, Value: []byte("x")},
+		{Key: []byte("ok-" + demo[1].GetFenceId()), Value: []byte("x")},
+	}
+	for _, r := range recs {
+		r.Topic = topology.TopicFences
+	}
+	if err := kc.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "0 fences")
+	wantContains(t, errs,
+		`key "garbage" at offset`, "remove it with: fencectl fences delete garbage\n",
+		`fence_id "`+demo[0].GetFenceId()+`" differs from key "other key"`, "remove it with: fencectl fences delete 'other key'\n",
+		"remove it with: fencectl fences delete --hex c328\n")
+
+	// By key, by the fence_id a differently keyed record names, by hex.
+	code, out, errs = fencectl(t, "fences", "delete", "garbage", demo[0].GetFenceId(), "--hex", "--brokers", addr)
+	wantCode(t, code, exitFailure, out, errs) // --hex applies to every ID
+	wantContains(t, errs, "--hex key", "nothing deleted")
+	code, out, errs = fencectl(t, "fences", "delete", "garbage", demo[0].GetFenceId(), "no-such", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, `record with key "other key" names fence_id "`+demo[0].GetFenceId()+`"`, "deleted 2 fences")
+	wantContains(t, errs, `no record with key "no-such"`)
+	code, out, errs = fencectl(t, "fences", "delete", "--hex", "c328", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "deleted 1 fences")
+
+	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	if strings.Contains(errs, "garbage") || strings.Contains(errs, "other key") || strings.Contains(errs, "c328") {
+		t.Errorf("deleted records still reported:\n%s", errs)
+	}
+	wantContains(t, errs, "fencectl fences delete ok-"+demo[1].GetFenceId()+"\n")
+	code, out, errs = fencectl(t, "fences", "delete", "no-such", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "nothing deleted")
 }

@@ -300,7 +300,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			Log:          log.With("component", "occupancy"),
 		})
 	})
-	sim := newSimulator(o, topo, log.With("component", "simulator"))
+	sim := newSimulator(o, topo, cat, follower.Ready(), log.With("component", "simulator"))
 	if !o.noSim {
 		g.Go(func() error { return sim.run(gctx) })
 	}

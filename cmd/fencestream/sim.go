@@ -105,39 +105,31 @@ type simulator struct {
 	o    *options
 	topo *topology.Topology
 	log  *slog.Logger
+	// cat is filled by the process's fence follower; catReady closes when
+	// it caught up.
+	cat      *fences.Catalogue
+	catReady <-chan struct{}
 
 	sent atomic.Int64 // pings the broker acknowledged
 }
 
-func newSimulator(o *options, topo *topology.Topology, log *slog.Logger) *simulator {
-	return &simulator{o: o, topo: topo, log: log}
+func newSimulator(o *options, topo *topology.Topology, cat *fences.Catalogue, catReady <-chan struct{}, log *slog.Logger) *simulator {
+	return &simulator{o: o, topo: topo, cat: cat, catReady: catReady, log: log}
 }
 
 // Sent is the number of pings delivered so far.
 func (s *simulator) Sent() int64 { return s.sent.Load() }
 
-// catalogue reads the fences topic as it stands, to route the fleet through.
+// catalogue waits for the process's fence catalogue to catch up with the
+// fences topic, to route the fleet through it. Shared with the processors,
+// so an invalid fence record is reported once, by its follower.
 func (s *simulator) catalogue(ctx context.Context) ([]fences.Fence, error) {
-	cat := fences.New()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	f := fences.NewFollower(s.o.cl, topology.TopicFences, cat, quiet)
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- f.Run(fctx) }()
 	select {
-	case <-f.Ready():
-	case err := <-errc:
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("reading fences: %w", err)
+	case <-s.catReady:
+		return s.cat.Snapshot().All(), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	cancel()
-	<-errc
-	return cat.Snapshot().All(), nil
 }
 
 func (s *simulator) run(ctx context.Context) error {
