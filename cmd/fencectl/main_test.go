@@ -576,3 +576,21 @@ func TestFencesDeleteInvalidRecords(t *testing.T) {
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "nothing deleted")
 }
+
+// The README's example file loads as it says.
+func TestFencesLoadExampleFile(t *testing.T) {
+	const file = "../../processors/fences/example.geojson"
+	code, out, errs := fencectl(t, "fences", "load", "--dry-run", file)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "3 fences valid")
+	addr := withTopology(t, 1)
+	code, out, errs = fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "published 3 fences")
+	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "example-museumsinsel", "polygon", "example-tempelhof-hasenheide", "multipolygon/2", "example-fernsehturm", "radius 120 m", "3 fences")
+	if errs != "" {
+		t.Errorf("list reported problems: %s", errs)
+	}
+}
