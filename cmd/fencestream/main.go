@@ -70,6 +70,7 @@ type options struct {
 	devices     int
 	parked      int
 	rate        float64
+	simWarmup   time.Duration
 	noise       float64
 	seed        int64
 	progress    time.Duration
@@ -91,6 +92,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.devices, "devices", 50, "simulated moving devices")
 	fs.IntVar(&o.parked, "parked", 10, "simulated devices parked near fence edges")
 	fs.Float64Var(&o.rate, "rate", 1, "pings per second per simulated device")
+	fs.DurationVar(&o.simWarmup, "sim-warmup", 5*time.Minute, "on a first start, how long the simulated fleet has been out already: that much event time is sent at once, so triggers show within seconds")
 	fs.Float64Var(&o.noise, "noise", 5, "GPS noise sigma of the simulator, metres")
 	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
@@ -120,6 +122,8 @@ func (o *options) validate() error {
 			return fmt.Errorf("--rate must be in (0, 1000] pings per second, got %v", o.rate)
 		case !(o.noise >= 0) || o.noise > 10000:
 			return fmt.Errorf("--noise must be >= 0 metres, got %v", o.noise)
+		case o.simWarmup < 0 || o.simWarmup > 24*time.Hour:
+			return fmt.Errorf("--sim-warmup must be between 0 and 24h, got %v", o.simWarmup)
 		}
 	}
 	if len(o.cl.Brokers) > 0 {

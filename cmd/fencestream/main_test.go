@@ -321,10 +321,33 @@ func TestRunStopResume(t *testing.T) {
 		"--devices", "10", "--parked", "20", "--progress", "2s"}
 
 	// First run: the page and API answer, triggers flow into occupancy.
+	started := time.Now()
 	p1 := start(t, args...)
 	url := p1.waitOutput(t, reURL, startDeadline)[1]
 	broker := p1.waitOutput(t, reKafka, startDeadline)[1]
 	waitServing(t, p1, url)
+	// The fleet starts warmed up: the first triggers are from event time
+	// before the start (sent at once), not a minute or more after it, and
+	// the page's recent-trigger list shows them.
+	poll(t, p1, startDeadline, "recent triggers", func() (bool, string) {
+		code, body, err := get(url + "v1/triggers?limit=500")
+		if err != nil {
+			return false, err.Error()
+		}
+		var l struct {
+			Triggers []struct {
+				EventTimeMs int64 `json:"event_time_ms"`
+			} `json:"triggers"`
+		}
+		if code != 200 || json.Unmarshal(body, &l) != nil || len(l.Triggers) == 0 {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		first := l.Triggers[len(l.Triggers)-1].EventTimeMs
+		if first > started.Add(10*time.Second).UnixMilli() {
+			t.Fatalf("the first trigger has event time %v after the start: the simulator is quiet at first", time.UnixMilli(first).Sub(started))
+		}
+		return true, ""
+	})
 	poll(t, p1, startDeadline, "occupancy above 0", func() (bool, string) {
 		code, body, err := get(url + "v1/fences?sort=count&order=desc&limit=3")
 		if err != nil {

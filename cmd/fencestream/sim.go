@@ -156,7 +156,17 @@ func (s *simulator) run(ctx context.Context) error {
 	}
 	now := time.Now()
 	resume := int64(0)
-	start := now
+	// On a first start the fleet has been out for --sim-warmup already: its
+	// event time starts that long ago and that backlog is sent at once, so
+	// the first triggers show within seconds instead of minutes (moving
+	// devices wait fleet.DefaultMinGap before they drive, and a fence
+	// confirms only after its minimum dwell). Not after a change of fleet
+	// settings: a device's event time must not go back.
+	warm := int64(0)
+	if !found {
+		warm = int64(s.o.simWarmup / interval)
+	}
+	start := now.Add(-time.Duration(warm) * interval)
 	if found && prev.sameFleet(want) {
 		resume = prev.NextTick
 		start = now.Add(-time.Duration(resume) * interval)
@@ -197,9 +207,10 @@ func (s *simulator) run(ctx context.Context) error {
 			s.log.Warn("saving the simulator's position failed", "file", s.o.simFile(), "err", err)
 		}
 	}
-	s.log.Info("simulating", "devices", s.o.devices, "parked", s.o.parked, "interval", interval, "seed", s.o.seed, "from_tick", resume)
+	s.log.Info("simulating", "devices", s.o.devices, "parked", s.o.parked, "interval", interval, "seed", s.o.seed, "from_tick", resume,
+		"warmup", time.Duration(warm)*interval)
 
-	err = s.stream(ctx, sim, prod, resume, &nextTick, save)
+	err = s.stream(ctx, sim, prod, resume, warm, &nextTick, save)
 	if cerr := prod.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("simulator: closing producer: %w", cerr)
 	}
@@ -207,10 +218,11 @@ func (s *simulator) run(ctx context.Context) error {
 	return err
 }
 
-// stream sends ticks resume, resume+1, ... in real time (tick resume now,
-// each next one an interval later) until ctx ends.
+// stream sends ticks resume, resume+1, ... until ctx ends: the first warm
+// of them at once, then in real time (tick resume+warm now, each next one an
+// interval later).
 func (s *simulator) stream(ctx context.Context, sim *fleet.Sim, prod *produce.Producer[pb.Ping, *pb.Ping],
-	resume int64, nextTick *atomic.Int64, save func()) error {
+	resume, warm int64, nextTick *atomic.Int64, save func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg := sim.Config()
@@ -254,7 +266,7 @@ func (s *simulator) stream(ctx context.Context, sim *fleet.Sim, prod *produce.Pr
 		}
 		if tick != cur {
 			cur = tick
-			due := wall0.Add(time.Duration(tick-resume) * cfg.Interval)
+			due := wall0.Add(time.Duration(tick-resume-warm) * cfg.Interval)
 			if d := time.Until(due); d > 0 {
 				timer.Reset(d)
 				select {

@@ -43,6 +43,9 @@ func TestBrowserPage(t *testing.T) {
 	page.call(t, ctx, "Runtime.enable", nil, nil)
 	page.call(t, ctx, "Page.enable", nil, nil)
 	page.call(t, ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 860, "deviceScaleFactor": 1, "mobile": false}, nil)
+	// A trigger from before the page opened: the live list starts with it.
+	early := trigger("dev-0|station-zoo|ENTER|1", "dev-0", "station-zoo")
+	f.feed.Publish(early)
 	page.call(t, ctx, "Page.navigate", map[string]any{"url": f.srv.URL + "/"}, nil)
 
 	// Every fence of the catalogue is drawn, with its count.
@@ -105,8 +108,8 @@ func TestBrowserPage(t *testing.T) {
 	tr := trigger("dev-9|park-tiergarten|ENTER|123", "dev-9", "park-tiergarten")
 	f.feed.Publish(tr)
 	var items []struct{ ID, Text, Fence string }
-	page.until(t, ctx, "the trigger in the live list", `JSON.stringify([...document.querySelectorAll('#triggers [data-trigger-id]')].map((li) => ({id: li.dataset.triggerId, text: li.textContent, fence: li.dataset.fenceId})))`, &items, func() bool {
-		return len(items) == 1 && items[0].ID == tr.TriggerId
+	page.until(t, ctx, "the trigger in the live list, above the one from before", `JSON.stringify([...document.querySelectorAll('#triggers [data-trigger-id]')].map((li) => ({id: li.dataset.triggerId, text: li.textContent, fence: li.dataset.fenceId})))`, &items, func() bool {
+		return len(items) == 2 && items[0].ID == tr.TriggerId && items[1].ID == early.TriggerId
 	})
 	if !strings.Contains(items[0].Text, "ENTER") || !strings.Contains(items[0].Text, "dev-9") || items[0].Fence != "park-tiergarten" {
 		t.Errorf("trigger item %+v", items[0])

@@ -139,6 +139,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/devices/{id}", s.ready(s.handleDevice))
 	m.HandleFunc("GET /v1/devices/{$}", s.emptyID)
 	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)
+	m.HandleFunc("GET /v1/triggers", s.ready(s.handleTriggers))
 	m.HandleFunc("GET /v1/partition", s.handlePartition)
 	m.HandleFunc("GET /v1/topology", s.handleTopology)
 	// The catch-alls below match every method, so the mux would answer 404

@@ -584,3 +584,22 @@ func TestNewServerValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRecentTriggers(t *testing.T) {
+	f := newFixture(t)
+	f.feed.Publish(trigger("t1", "dev-1", "park-tiergarten"))
+	f.feed.Publish(trigger("t2", "dev-2", "station-zoo"))
+	var l fenceview.TriggerList
+	if s := f.get(t, "/v1/triggers", &l); s != http.StatusOK || len(l.Triggers) != 2 || l.Triggers[0].TriggerID != "t2" ||
+		l.Limit != fenceview.DefaultTriggerLimit || l.History != fenceview.DefaultHistory {
+		t.Fatalf("/v1/triggers: %d %+v", s, l)
+	}
+	if f.get(t, "/v1/triggers?fence=park-tiergarten&limit=5", &l); len(l.Triggers) != 1 || l.Triggers[0].TriggerID != "t1" {
+		t.Fatalf("by fence: %+v", l)
+	}
+	f.wantStatus(t, "/v1/triggers?limit=0", http.StatusBadRequest)
+	f.wantStatus(t, fmt.Sprintf("/v1/triggers?limit=%d", fenceview.DefaultHistory+1), http.StatusBadRequest)
+	f.wantStatus(t, "/v1/triggers?fence=no-such", http.StatusNotFound)
+	f.ready.notReady.Store(true)
+	f.wantStatus(t, "/v1/triggers", http.StatusServiceUnavailable)
+}

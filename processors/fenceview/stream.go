@@ -15,22 +15,8 @@ import (
 // comment line every heartbeat. It ends when the client goes away or the
 // server's base context ends.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var filter Filter
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"fence", &filter.FenceID}, {"device", &filter.DeviceID}} {
-		v := q.Get(f.name)
-		if v == "" {
-			continue // absent or empty: no filter
-		}
-		if !validID(w, f.name, v) {
-			return
-		}
-		*f.dst = v
-	}
-	if filter.FenceID != "" && !s.knownFence(w, r, filter.FenceID) {
+	filter, ok := s.streamFilter(w, r)
+	if !ok {
 		return
 	}
 	rc := http.NewResponseController(w)
@@ -82,6 +68,31 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// streamFilter reads the fence and device parameters of the trigger routes;
+// it answers the request itself (400, 404, 503) and returns false when they
+// are not usable.
+func (s *Server) streamFilter(w http.ResponseWriter, r *http.Request) (Filter, bool) {
+	q := r.URL.Query()
+	var filter Filter
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"fence", &filter.FenceID}, {"device", &filter.DeviceID}} {
+		v := q.Get(f.name)
+		if v == "" {
+			continue // absent or empty: no filter
+		}
+		if !validID(w, f.name, v) {
+			return filter, false
+		}
+		*f.dst = v
+	}
+	if filter.FenceID != "" && !s.knownFence(w, r, filter.FenceID) {
+		return filter, false
+	}
+	return filter, true
 }
 
 // knownFence answers 404 (or 503 while the sources are incomplete) unless

@@ -2,7 +2,7 @@
 // and details on click. No dependencies, no network beyond this server.
 "use strict";
 (function () {
-  const W = 1000, H = 700, PAD = 24, POLL_MS = 2000, MAX_TRIGGERS = 100;
+  const W = 1000, H = 700, PAD = 24, POLL_MS = 2000, MAX_TRIGGERS = 100, HISTORY = 50;
   const SVGNS = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
   const state = { version: null, ids: "", shapes: new Map(), selected: null, maxCount: 1 };
@@ -114,8 +114,19 @@
     $("summary").textContent = list.total + " fences · " + total + " inside · catalogue v" + list.catalogue_version;
   }
 
+  // The recent triggers, once: the live panel starts with what happened
+  // before the page was opened.
+  let historyLoaded = false;
+  async function loadHistory() {
+    const l = await getJSON("/v1/triggers?limit=" + HISTORY);
+    for (const t of l.triggers) addTrigger(t, true);
+    historyLoaded = true;
+    document.body.dataset.history = String(l.triggers.length);
+  }
+
   async function refresh() {
     try {
+      if (!historyLoaded) await loadHistory();
       let list = await getJSON("/v1/fences?limit=10000");
       const ids = list.fences.map((f) => f.id).join("\n");
       if (list.catalogue_version !== state.version || ids !== state.ids) {
@@ -192,14 +203,29 @@
     }
   }
 
-  function addTrigger(t) {
+  // Triggers shown, by id: history and stream may both carry one.
+  const shown = new Set();
+
+  // addTrigger shows t at the top (a live trigger) or, with older, at the
+  // bottom (history, newest first).
+  function addTrigger(t, older) {
+    if (shown.has(t.trigger_id)) return;
+    shown.add(t.trigger_id);
     const li = el("li", { class: t.type, "data-trigger-id": t.trigger_id, "data-fence-id": t.fence_id, "data-device-id": t.device_id });
     const when = el("time", { datetime: t.event_time || "" }, t.event_time_ms ? new Date(t.event_time_ms).toLocaleTimeString() : "");
     const fence = state.shapes.get(t.fence_id);
     li.append(when, el("span", { class: "type" }, t.type), document.createTextNode(t.device_id + " → " + (fence ? fence.name : t.fence_id)));
     const list = $("triggers");
+    if (older) {
+      if (list.children.length >= MAX_TRIGGERS) return;
+      list.append(li);
+      return;
+    }
     list.prepend(li);
-    while (list.children.length > MAX_TRIGGERS) list.lastElementChild.remove();
+    while (list.children.length > MAX_TRIGGERS) {
+      shown.delete(list.lastElementChild.dataset.triggerId);
+      list.lastElementChild.remove();
+    }
     if (fence) {
       fence.g.classList.add("flash");
       setTimeout(() => fence.g.classList.remove("flash"), 800);
