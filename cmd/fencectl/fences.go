@@ -90,11 +90,6 @@ is already in the topic replaces it.`)
 	if len(parsed) == 0 {
 		return c.fail(stderr, fmt.Errorf("%s: the FeatureCollection has no features; nothing published", source))
 	}
-	if *dryRun {
-		printFences(stdout, parsed)
-		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
-		return exitOK
-	}
 	codec := codecs.For[pb.Fence]()
 	records := make([]*kgo.Record, 0, len(parsed))
 	for _, f := range parsed {
@@ -106,6 +101,14 @@ is already in the topic replaces it.`)
 			return c.fail(stderr, fmt.Errorf("%s: encoding fence %q: %w; nothing published", source, f.GetFenceId(), err))
 		}
 		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
+	}
+	if *dryRun {
+		printFences(stdout, parsed)
+		if err := checkRecordSizes(records, defaultMaxMessageBytes, "Kafka's default"); err != nil {
+			fmt.Fprintf(stdout, "warning: %v\n", err)
+		}
+		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
+		return exitOK
 	}
 	first, last, held, err := publish(ctx, kf, records, *ifEmpty)
 	if err != nil {
@@ -210,6 +213,24 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
 		return 0, 0, 0, err
 	}
+	// Refused here, with the fix, rather than by the broker after the fact.
+	limit, where, err := maxMessageBytes(ctx, adm, kf, topology.TopicFences)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := checkRecordSizes(records, limit, where); err != nil {
+		return 0, 0, 0, fmt.Errorf("%w; nothing published", err)
+	}
+	prod := kc
+	if limit > defaultProducerBatchBytes {
+		// The topic takes records larger than the client's default batch.
+		pc, _, err := kf.connect(ctx, kgo.RecordRetries(5), kgo.ProducerBatchMaxBytes(limit))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer pc.Close()
+		prod = pc
+	}
 	if ifEmpty {
 		counts, err := partitionCounts(ctx, adm, kf, topology.TopicFences)
 		if err != nil {
@@ -224,7 +245,7 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
 	defer cancel()
-	res := kc.ProduceSync(pctx, records...)
+	res := prod.ProduceSync(pctx, records...)
 	first, last = math.MaxInt64, -1
 	var errs []error
 	for _, r := range res {
@@ -239,6 +260,60 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	}
 	return first, last, 0, nil
 }
+
+const (
+	// defaultMaxMessageBytes is Kafka's default max.message.bytes.
+	defaultMaxMessageBytes = 1_048_588
+	// defaultProducerBatchBytes is franz-go's default ProducerBatchMaxBytes.
+	defaultProducerBatchBytes = 1_000_012
+	// recordOverhead bounds a record batch's header (61 bytes) and one
+	// record's framing without headers.
+	recordOverhead = 61 + 32
+)
+
+// maxMessageBytes is the largest record batch topic accepts: its
+// max.message.bytes (which defaults to the broker's message.max.bytes), and
+// where that figure comes from.
+func maxMessageBytes(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) (int32, string, error) {
+	rctx, cancel := kf.requestCtx(ctx)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(rctx, topic)
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configuration of topic %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configuration of topic %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			var n int64
+			if _, err := fmt.Sscan(*c.Value, &n); err == nil && n > 0 && n <= math.MaxInt32 {
+				return int32(n), fmt.Sprintf("topic %s (max.message.bytes)", topic), nil
+			}
+		}
+	}
+	return defaultMaxMessageBytes, "Kafka's default", nil
+}
+
+// checkRecordSizes refuses records that would not fit in limit bytes,
+// naming each and how to fix it.
+func checkRecordSizes(records []*kgo.Record, limit int32, where string) error {
+	var errs []error
+	for _, r := range records {
+		if n := recordOverhead + len(r.Key) + len(r.Value); n > int(limit) {
+			errs = append(errs, fmt.Errorf("fence %q encodes to %s (%d bytes), above the %s a record may have (%s): "+
+				"simplify its geometry to fewer vertices (e.g. mapshaper -simplify or ogr2ogr -simplify) or raise max.message.bytes of topic %s",
+				r.Key, mib(n), n, mib(int(limit)), where, topology.TopicFences))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func mib(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // requireTopic fails clearly when topic is missing on the broker.
 func requireTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -593,4 +594,52 @@ func TestFencesLoadExampleFile(t *testing.T) {
 	if errs != "" {
 		t.Errorf("list reported problems: %s", errs)
 	}
+}
+
+// bigFenceFile writes a FeatureCollection with one n-vertex polygon.
+func bigFenceFile(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"big"},"geometry":{"type":"Polygon","coordinates":[[`)
+	for k := 0; k <= n; k++ {
+		a := 2 * math.Pi * float64(k%n) / float64(n)
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "[%.7f,%.7f]", 13.4+0.016*math.Cos(a), 52.5+0.01*math.Sin(a))
+	}
+	b.WriteString(`]]}}]}`)
+	path := filepath.Join(t.TempDir(), "big.geojson")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
+	addr := withTopology(t, 1)
+	file := bigFenceFile(t, 100_000)
+	code, out, errs := fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitFailure, out, errs)
+	wantContains(t, errs, `fence "big" encodes to`, "MiB", "max.message.bytes", "simplify its geometry", "nothing published")
+	if n := records(t, addr, topology.TopicFences); n != 0 {
+		t.Fatalf("%d records published", n)
+	}
+	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "warning: fence \"big\" encodes to", "1 fences valid")
+
+	// A topic that takes larger records takes it.
+	_, adm := admin(t, addr)
+	v := "8000000"
+	resp, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, topology.TopicFences)
+	if err == nil {
+		_, err = resp.On(topology.TopicFences, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "published 1 fences")
 }
