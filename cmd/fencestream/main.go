@@ -61,6 +61,7 @@ const (
 type options struct {
 	cl          cluster.Config
 	logs        daemon.LogFlags
+	mapCfg      fenceview.MapConfig
 	data        string
 	brokerPort  int
 	listen      string
@@ -83,6 +84,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	o.cl.ClientID = "fencestream"
 	o.cl.RegisterFlags(fs)
 	o.logs.Register(fs)
+	o.mapCfg.RegisterFlags(fs)
 	fs.StringVar(&o.data, "data", "data", "data directory: embedded broker in DATA/broker, Goka state in DATA/state, simulator position in DATA/sim.json")
 	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the web page and API (port 0: any free port; the URL is printed)")
@@ -113,6 +115,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--progress must be positive, got %v", o.progress)
 	case o.sweepEvery <= 0:
 		return fmt.Errorf("--sweep-interval must be positive, got %v", o.sweepEvery)
+	}
+	if err := o.mapCfg.Validate(); err != nil {
+		return err
 	}
 	if !o.noSim {
 		switch {
@@ -278,6 +283,10 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			Catalogue:      cat,
 			CatalogueReady: follower.Ready(),
 			Log:            log.With("component", "fenceview"),
+			ServerOpts: []fenceview.Opt{
+				fenceview.WithMap(o.mapCfg),
+				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
+			},
 		})
 	})
 	g.Go(func() error {

@@ -326,6 +326,9 @@ func TestRunStopResume(t *testing.T) {
 	url := p1.waitOutput(t, reURL, startDeadline)[1]
 	broker := p1.waitOutput(t, reKafka, startDeadline)[1]
 	waitServing(t, p1, url)
+	if code, body, err := get(url + "v1/config"); err != nil || code != 200 || !strings.Contains(string(body), "tile.openstreetmap.org") {
+		t.Errorf("the page's default basemap is not OpenStreetMap's: %d %s %v", code, body, err)
+	}
 	// The fleet starts warmed up: the first triggers are from event time
 	// before the start (sent at once), not a minute or more after it, and
 	// the page's recent-trigger list shows them.
@@ -512,6 +515,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--rate", "0"}, exitUsage, "--rate"},
 		{[]string{"--devices", "0", "--parked", "0"}, exitUsage, "--no-sim"},
 		{[]string{"--log-level", "loud"}, exitUsage, "--log-level"},
+		{[]string{"--tiles", "ftp://tiles/{z}/{x}/{y}"}, exitUsage, "--tiles"},
+		{[]string{"--help"}, exitOK, "-tiles"},
 		{[]string{"--brokers", "x:1", "--sasl-mechanism", "KERBEROS"}, exitUsage, "unknown SASL mechanism"},
 	} {
 		var out, errs bytes.Buffer
@@ -544,10 +549,13 @@ func TestExternalBroker(t *testing.T) {
 	b := embeddedtest.Start(t)
 	addr := strings.Join(b.Addrs(), ",")
 	data := t.TempDir()
-	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6")
+	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6", "--tiles", "none")
 	url := p.waitOutput(t, reURL, startDeadline)[1]
 	p.waitOutput(t, regexp.MustCompile(`Kafka\s+`+regexp.QuoteMeta(addr)+` \(external\)`), startDeadline)
 	waitServing(t, p, url)
+	if code, body, err := get(url + "v1/config"); err != nil || code != 200 || !strings.Contains(string(body), `"tiles":""`) {
+		t.Errorf("--tiles none did not reach the page: %d %s %v", code, body, err)
+	}
 	if code := p.interrupt(t); code != 0 {
 		t.Fatalf("SIGINT: exit code %d, want 0", code)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -46,6 +47,8 @@ type config struct {
 	now       func() time.Time
 	heartbeat time.Duration
 	deviceCap int
+	mapCfg    MapConfig
+	defaults  debounce.Settings
 }
 
 // WithTopology sets the topology /v1/topology describes and whose partition
@@ -103,7 +106,7 @@ func (c *config) validate(src Sources) error {
 	if c.deviceCap <= 0 {
 		return fmt.Errorf("fenceview: device list cap %d must be positive", c.deviceCap)
 	}
-	return nil
+	return c.validateMap()
 }
 
 // Server is fenceview's HTTP handler: the JSON API, the trigger stream, the
@@ -116,7 +119,7 @@ type Server struct {
 
 // NewServer builds the handler over src.
 func NewServer(src Sources, opts ...Opt) (*Server, error) {
-	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap}
+	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap, defaults: debounce.DefaultSettings()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -142,6 +145,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/triggers", s.ready(s.handleTriggers))
 	m.HandleFunc("GET /v1/partition", s.handlePartition)
 	m.HandleFunc("GET /v1/topology", s.handleTopology)
+	m.HandleFunc("GET /v1/config", s.handleConfig)
 	// The catch-alls below match every method, so the mux would answer 404
 	// to POST /v1/fences; a path that GET serves gets 405 with Allow instead.
 	notFound := func(w http.ResponseWriter, r *http.Request) {

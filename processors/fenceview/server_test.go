@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/topology"
@@ -340,6 +342,11 @@ func TestPageHealthMetricsAndUnknownRoutes(t *testing.T) {
 		{"/", "text/html; charset=utf-8", `id="triggers"`},
 		{"/static/app.js", "text/javascript; charset=utf-8", "EventSource"},
 		{"/static/style.css", "text/css; charset=utf-8", "fill-rule"},
+		// Leaflet is embedded in the binary, its licence with it.
+		{"/static/vendor/leaflet/leaflet.js", "text/javascript; charset=utf-8", "Leaflet 1.9.4"},
+		{"/static/vendor/leaflet/leaflet.css", "text/css; charset=utf-8", ".leaflet-container"},
+		{"/static/vendor/leaflet/LICENSE", "text/plain", "BSD 2-Clause License"},
+		{"/static/vendor/leaflet/images/layers.png", "image/png", "PNG"},
 		{"/metrics", "text/plain", "fencestream_trigger_latency_seconds"},
 		{"/healthz", "application/json; charset=utf-8", `"ok"`},
 	} {
@@ -602,4 +609,57 @@ func TestRecentTriggers(t *testing.T) {
 	f.wantStatus(t, "/v1/triggers?fence=no-such", http.StatusNotFound)
 	f.ready.notReady.Store(true)
 	f.wantStatus(t, "/v1/triggers", http.StatusServiceUnavailable)
+}
+
+func TestFenceSettingsAndPageConfig(t *testing.T) {
+	defaults := debounce.DefaultSettings()
+	defaults.MinSamples = 4 // what the debouncer was started with
+	f := newFixture(t, fenceview.WithDebounceDefaults(defaults))
+	var d fenceview.FenceDetail
+	f.get(t, "/v1/fences/airport-ber", &d)
+	// The demo's airport sets min_samples 3, min_dwell_s 60, hysteresis_m
+	// 100 and loiter_s 1800; its silence timeout is the default.
+	want := fenceview.SettingsJSON{MinSamples: 3, MinDwellS: 60, HysteresisM: 100, LoiterS: 1800, SilenceTimeoutS: 600,
+		Own: []string{"min_samples", "min_dwell_s", "hysteresis_m", "loiter_s"}}
+	if d.Settings == nil || fmt.Sprint(*d.Settings) != fmt.Sprint(want) {
+		t.Fatalf("airport-ber settings %+v, want %+v", d.Settings, want)
+	}
+	f.get(t, "/v1/fences/station-zoo", &d)
+	if d.Settings == nil || d.Settings.MinSamples != 4 || d.Settings.MinDwellS != 10 || len(d.Settings.Own) != 0 {
+		t.Fatalf("station-zoo (no settings of its own): %+v", d.Settings)
+	}
+	var gone fenceview.FenceDetail
+	f.get(t, "/v1/fences/gone-fence", &gone)
+	if gone.Settings != nil {
+		t.Fatalf("a fence not in the catalogue has settings %+v", gone.Settings)
+	}
+
+	var cfg fenceview.PageConfig
+	if f.get(t, "/v1/config", &cfg); cfg.Tiles != "" || cfg.History != fenceview.DefaultHistory {
+		t.Fatalf("default page config %+v", cfg)
+	}
+	osm := newFixture(t, fenceview.WithMap(fenceview.MapConfig{Tiles: fenceview.DefaultTiles}))
+	if osm.get(t, "/v1/config", &cfg); cfg.Tiles != fenceview.DefaultTiles || !strings.Contains(cfg.TilesAttribution, "OpenStreetMap") {
+		t.Fatalf("OpenStreetMap page config %+v", cfg)
+	}
+	for _, bad := range []string{"ftp://x/{z}/{x}/{y}", "https://tiles.example/{z}/{x}.png", "tiles"} {
+		if _, err := fenceview.NewServer(fenceview.Sources{Devices: f.devs, Occupancy: f.occ, Fences: f.cat, Ready: f.ready, Feed: f.feed},
+			fenceview.WithMap(fenceview.MapConfig{Tiles: bad})); err == nil {
+			t.Errorf("tiles %q accepted", bad)
+		}
+	}
+}
+
+func TestMapConfigFlags(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		tiles string
+	}{{nil, fenceview.DefaultTiles}, {[]string{"--tiles", "none"}, ""}, {[]string{"--tiles", "https://t.example/{z}/{x}/{y}.png"}, "https://t.example/{z}/{x}/{y}.png"}} {
+		var m fenceview.MapConfig
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		m.RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil || m.Validate() != nil || m.Tiles != c.tiles {
+			t.Errorf("%q: tiles %q (%v, %v), want %q", c.args, m.Tiles, err, m.Validate(), c.tiles)
+		}
+	}
 }
