@@ -313,7 +313,7 @@ func checkRecordSizes(records []*kgo.Record, limit int32, where string) error {
 	return errors.Join(errs...)
 }
 
-func mib(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func mib(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 
 // requireTopic fails clearly when topic is missing on the broker.
 func requireTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) error {
