@@ -68,8 +68,8 @@ func RunTriggerConsumer(ctx context.Context, cl cluster.Config, feed *Feed) erro
 
 // Run consumes until ctx ends (then it returns nil). It first reads the
 // last DefaultHistory triggers of each partition into the feed's history
-// (Feed.Remember), then publishes from the end offsets the broker reported
-// when Run started, records the trigger latency
+// (Feed.Remember, within backfillTimeout), then publishes from the end
+// offsets the broker reported when Run started, records the trigger latency
 // (now - event time) in fencestream_trigger_latency_seconds, and skips (and
 // counts) records it cannot decode.
 func (c *TriggerConsumer) Run(ctx context.Context) error {
