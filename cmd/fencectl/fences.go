@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -89,11 +90,6 @@ is already in the topic replaces it.`)
 	if len(parsed) == 0 {
 		return c.fail(stderr, fmt.Errorf("%s: the FeatureCollection has no features; nothing published", source))
 	}
-	if *dryRun {
-		printFences(stdout, parsed)
-		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
-		return exitOK
-	}
 	codec := codecs.For[pb.Fence]()
 	records := make([]*kgo.Record, 0, len(parsed))
 	for _, f := range parsed {
@@ -105,6 +101,14 @@ is already in the topic replaces it.`)
 			return c.fail(stderr, fmt.Errorf("%s: encoding fence %q: %w; nothing published", source, f.GetFenceId(), err))
 		}
 		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
+	}
+	if *dryRun {
+		printFences(stdout, parsed)
+		if err := checkRecordSizes(records, defaultMaxMessageBytes, "Kafka's default"); err != nil {
+			fmt.Fprintf(stdout, "warning: %v\n", err)
+		}
+		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
+		return exitOK
 	}
 	first, last, held, err := publish(ctx, kf, records, *ifEmpty)
 	if err != nil {
@@ -119,10 +123,16 @@ is already in the topic replaces it.`)
 }
 
 func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("fences delete", "fences delete ID... --brokers B",
-		"Deletes fences by publishing a tombstone (null value) for each ID to the compacted fences topic.\nDevices inside a deleted fence get an EXIT with reason FENCE_DELETED.")
+	c := newCommand("fences delete", "fences delete ID... --brokers B [--hex]",
+		`Deletes fences by publishing a tombstone (null value) for each ID to the compacted fences topic.
+Devices inside a deleted fence get an EXIT with reason FENCE_DELETED.
+An ID is a record key: a record that is not a valid fence (reported by the
+processors and by fences list with the command that removes it) is deleted the
+same way. A record whose fence_id differs from its key is found by either.
+With --hex, each ID is the hex form of the key's bytes.`)
 	var kf kafkaFlags
 	kf.register(c.fs)
+	asHex := c.fs.Bool("hex", false, "the IDs are hex-encoded key bytes (for keys that are not printable UTF-8)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -133,12 +143,55 @@ func runFencesDelete(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	records := make([]*kgo.Record, 0, len(pos))
+	keys := make([][]byte, 0, len(pos))
 	for _, id := range pos {
-		if err := topology.ValidateKey(id, 0); err != nil {
-			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, err))
+		key := []byte(id)
+		if *asHex {
+			var err error
+			if key, err = hex.DecodeString(id); err != nil {
+				return c.fail(stderr, fmt.Errorf("--hex key %q: %w; nothing deleted", id, err))
+			}
 		}
-		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(id)})
+		// Only emptiness is refused: a tombstone must match whatever key
+		// the record has, including one our producers would refuse.
+		if len(key) == 0 {
+			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, topology.ErrEmptyKey))
+		}
+		keys = append(keys, key)
+	}
+	cur, err := readFences(ctx, kf)
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	var records []*kgo.Record
+	seen := map[string]bool{}
+	add := func(key string) {
+		if !seen[key] {
+			seen[key] = true
+			records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(key)})
+		}
+	}
+	for _, key := range keys {
+		found := cur.keys[string(key)]
+		if found {
+			add(string(key))
+		}
+		// A record keyed otherwise that names this fence_id: the catalogue
+		// refuses it, and only a tombstone for its own key removes it.
+		for _, bad := range cur.invalid {
+			if bad.fenceID == string(key) && bad.key != string(key) {
+				fmt.Fprintf(stdout, "record with key %q names fence_id %q: deleting it by its key\n", bad.key, bad.fenceID)
+				add(bad.key)
+				found = true
+			}
+		}
+		if !found {
+			fmt.Fprintf(stderr, "fencectl fences delete: no record with key %q in topic %s; nothing to delete for it\n", key, topology.TopicFences)
+		}
+	}
+	if len(records) == 0 {
+		fmt.Fprintln(stdout, "nothing deleted")
+		return exitOK
 	}
 	first, last, _, err := publish(ctx, kf, records, false)
 	if err != nil {
@@ -160,6 +213,24 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
 		return 0, 0, 0, err
 	}
+	// Refused here, with the fix, rather than by the broker after the fact.
+	limit, where, err := maxMessageBytes(ctx, adm, kf, topology.TopicFences)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := checkRecordSizes(records, limit, where); err != nil {
+		return 0, 0, 0, fmt.Errorf("%w; nothing published", err)
+	}
+	prod := kc
+	if limit > defaultProducerBatchBytes {
+		// The topic takes records larger than the client's default batch.
+		pc, _, err := kf.connect(ctx, kgo.RecordRetries(5), kgo.ProducerBatchMaxBytes(limit))
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		defer pc.Close()
+		prod = pc
+	}
 	if ifEmpty {
 		counts, err := partitionCounts(ctx, adm, kf, topology.TopicFences)
 		if err != nil {
@@ -174,7 +245,7 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	}
 	pctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
 	defer cancel()
-	res := kc.ProduceSync(pctx, records...)
+	res := prod.ProduceSync(pctx, records...)
 	first, last = math.MaxInt64, -1
 	var errs []error
 	for _, r := range res {
@@ -189,6 +260,60 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 	}
 	return first, last, 0, nil
 }
+
+const (
+	// defaultMaxMessageBytes is Kafka's default max.message.bytes.
+	defaultMaxMessageBytes = 1_048_588
+	// defaultProducerBatchBytes is franz-go's default ProducerBatchMaxBytes.
+	defaultProducerBatchBytes = 1_000_012
+	// recordOverhead bounds a record batch's header (61 bytes) and one
+	// record's framing without headers.
+	recordOverhead = 61 + 32
+)
+
+// maxMessageBytes is the largest record batch topic accepts: its
+// max.message.bytes (which defaults to the broker's message.max.bytes), and
+// where that figure comes from.
+func maxMessageBytes(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) (int32, string, error) {
+	rctx, cancel := kf.requestCtx(ctx)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(rctx, topic)
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configuration of topic %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configuration of topic %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			var n int64
+			if _, err := fmt.Sscan(*c.Value, &n); err == nil && n > 0 && n <= math.MaxInt32 {
+				return int32(n), fmt.Sprintf("topic %s (max.message.bytes)", topic), nil
+			}
+		}
+	}
+	return defaultMaxMessageBytes, "Kafka's default", nil
+}
+
+// checkRecordSizes refuses records that would not fit in limit bytes,
+// naming each and how to fix it.
+func checkRecordSizes(records []*kgo.Record, limit int32, where string) error {
+	var errs []error
+	for _, r := range records {
+		if n := recordOverhead + len(r.Key) + len(r.Value); n > int(limit) {
+			errs = append(errs, fmt.Errorf("fence %q encodes to %s (%d bytes), above the %s a record may have (%s): "+
+				"simplify its geometry to fewer vertices (e.g. mapshaper -simplify or ogr2ogr -simplify) or raise max.message.bytes of topic %s",
+				r.Key, mib(n), n, mib(int(limit)), where, topology.TopicFences))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func mib(n int) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
 
 // requireTopic fails clearly when topic is missing on the broker.
 func requireTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, topic string) error {
@@ -223,30 +348,47 @@ func runFencesList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	list, invalid, err := readFences(ctx, kf)
+	cur, err := readFences(ctx, kf)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	printFences(stdout, list)
-	fmt.Fprintf(stdout, "%d fences\n", len(list))
-	for _, msg := range invalid {
-		fmt.Fprintf(stderr, "fencectl fences list: skipped invalid record: %s\n", msg)
+	printFences(stdout, cur.fences)
+	fmt.Fprintf(stdout, "%d fences\n", len(cur.fences))
+	for _, bad := range cur.invalid {
+		fmt.Fprintf(stderr, "fencectl fences list: skipped invalid record with key %q at offset %d: %v\n  remove it with: %s\n",
+			bad.key, bad.offset, bad.err, fences.DeleteCommand([]byte(bad.key)))
 	}
 	return exitOK
 }
 
+// fencesTopic is what the fences topic holds: the live, valid fences; the
+// latest records per key that are not valid fences; every live key.
+type fencesTopic struct {
+	fences  []*pb.Fence
+	invalid []invalidFence
+	keys    map[string]bool
+}
+
+type invalidFence struct {
+	key     string
+	offset  int64
+	fenceID string // as decoded, "" when undecodable
+	err     error
+}
+
 // readFences reads the compacted fences topic to its end: the latest value per
-// id, tombstones removing it.
-func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, error) {
+// key, tombstones removing it.
+func readFences(ctx context.Context, kf kafkaFlags) (fencesTopic, error) {
+	var out fencesTopic
 	kc, adm, err := kf.connect(ctx,
 		kgo.ConsumeTopics(topology.TopicFences),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	defer kc.Close()
 	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	rctx, cancel := kf.requestCtx(ctx)
 	ends, err := adm.ListEndOffsets(rctx, topology.TopicFences)
@@ -255,7 +397,7 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+		return out, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
 	}
 	target := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -273,19 +415,19 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 		return true
 	}
 	latest := map[string]*pb.Fence{}
-	invalid := map[string]string{}
+	invalid := map[string]invalidFence{}
 	codec := codecs.For[pb.Fence]()
 	fctx, cancel := context.WithTimeout(ctx, 6*kf.timeout)
 	defer cancel()
 	for !done() {
 		fetches := kc.PollFetches(fctx)
 		if fctx.Err() != nil {
-			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
+			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
 		}
 		var errs []error
 		fetches.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err)) })
 		if len(errs) > 0 {
-			return nil, nil, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
+			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = r.Offset + 1
@@ -296,27 +438,31 @@ func readFences(ctx context.Context, kf kafkaFlags) ([]*pb.Fence, []string, erro
 				return
 			}
 			f, err := codec.Unmarshal(r.Value)
+			if err == nil && f.GetFenceId() != id {
+				err = fmt.Errorf("fence_id %q differs from key %q", f.GetFenceId(), id)
+			}
 			if err == nil {
 				_, err = fences.FenceFromProto(f)
 			}
 			if err != nil {
-				invalid[id] = fmt.Sprintf("key %q at offset %d: %v", id, r.Offset, err)
+				invalid[id] = invalidFence{key: id, offset: r.Offset, fenceID: f.GetFenceId(), err: err}
 				return
 			}
 			latest[id] = f
 		})
 	}
-	out := make([]*pb.Fence, 0, len(latest))
-	for _, f := range latest {
-		out = append(out, f)
+	out.keys = make(map[string]bool, len(latest)+len(invalid))
+	for id, f := range latest {
+		out.fences = append(out.fences, f)
+		out.keys[id] = true
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetFenceId() < out[j].GetFenceId() })
-	var bad []string
-	for _, msg := range invalid {
-		bad = append(bad, msg)
+	sort.Slice(out.fences, func(i, j int) bool { return out.fences[i].GetFenceId() < out.fences[j].GetFenceId() })
+	for id, bad := range invalid {
+		out.invalid = append(out.invalid, bad)
+		out.keys[id] = true
 	}
-	sort.Strings(bad)
-	return out, bad, nil
+	sort.Slice(out.invalid, func(i, j int) bool { return out.invalid[i].key < out.invalid[j].key })
+	return out, nil
 }
 
 func printFences(w io.Writer, list []*pb.Fence) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/codecs"
+	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -527,4 +530,124 @@ func TestSimMisorder(t *testing.T) {
 	}
 	code, out, errs = fencectl(t, "sim", "misorder", "--duration", "0")
 	wantCode(t, code, exitUsage, out, errs)
+}
+
+func TestFencesDeleteInvalidRecords(t *testing.T) {
+	addr := withTopology(t, 2)
+	demo, err := fences.ParseFeatureCollection(fences.DemoGeoJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, err := codecs.For[pb.Fence]().Marshal(demo[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, _ := admin(t, addr)
+	recs := []*kgo.Record{
+		{Key: []byte("garbage"), Value: []byte{0xff, 0xff}},
+		{Key: []byte("other key"), Value: value}, // fence_id is demo[0]'s
+		{Key: []byte{0xc3, 0x28}, Value: []byte("x")},
+		{Key: []byte("ok-" + demo[1].GetFenceId()), Value: []byte("x")},
+	}
+	for _, r := range recs {
+		r.Topic = topology.TopicFences
+	}
+	if err := kc.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "0 fences")
+	wantContains(t, errs,
+		`key "garbage" at offset`, "remove it with: fencectl fences delete garbage\n",
+		`fence_id "`+demo[0].GetFenceId()+`" differs from key "other key"`, "remove it with: fencectl fences delete 'other key'\n",
+		"remove it with: fencectl fences delete --hex c328\n")
+
+	// By key, by the fence_id a differently keyed record names, by hex.
+	code, out, errs = fencectl(t, "fences", "delete", "garbage", demo[0].GetFenceId(), "--hex", "--brokers", addr)
+	wantCode(t, code, exitFailure, out, errs) // --hex applies to every ID
+	wantContains(t, errs, "--hex key", "nothing deleted")
+	code, out, errs = fencectl(t, "fences", "delete", "garbage", demo[0].GetFenceId(), "no-such", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, `record with key "other key" names fence_id "`+demo[0].GetFenceId()+`"`, "deleted 2 fences")
+	wantContains(t, errs, `no record with key "no-such"`)
+	code, out, errs = fencectl(t, "fences", "delete", "--hex", "c328", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "deleted 1 fences")
+
+	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	if strings.Contains(errs, "garbage") || strings.Contains(errs, "other key") || strings.Contains(errs, "c328") {
+		t.Errorf("deleted records still reported:\n%s", errs)
+	}
+	wantContains(t, errs, "fencectl fences delete ok-"+demo[1].GetFenceId()+"\n")
+	code, out, errs = fencectl(t, "fences", "delete", "no-such", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "nothing deleted")
+}
+
+// The README's example file loads as it says.
+func TestFencesLoadExampleFile(t *testing.T) {
+	const file = "../../processors/fences/example.geojson"
+	code, out, errs := fencectl(t, "fences", "load", "--dry-run", file)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "3 fences valid")
+	addr := withTopology(t, 1)
+	code, out, errs = fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "published 3 fences")
+	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "example-museumsinsel", "polygon", "example-tempelhof-hasenheide", "multipolygon/2", "example-fernsehturm", "radius 120 m", "3 fences")
+	if errs != "" {
+		t.Errorf("list reported problems: %s", errs)
+	}
+}
+
+// bigFenceFile writes a FeatureCollection with one n-vertex polygon.
+func bigFenceFile(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":"big"},"geometry":{"type":"Polygon","coordinates":[[`)
+	for k := 0; k <= n; k++ {
+		a := 2 * math.Pi * float64(k%n) / float64(n)
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "[%.7f,%.7f]", 13.4+0.016*math.Cos(a), 52.5+0.01*math.Sin(a))
+	}
+	b.WriteString(`]]}}]}`)
+	path := filepath.Join(t.TempDir(), "big.geojson")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
+	addr := withTopology(t, 1)
+	file := bigFenceFile(t, 100_000)
+	code, out, errs := fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitFailure, out, errs)
+	wantContains(t, errs, `fence "big" encodes to`, "MiB", "max.message.bytes", "simplify its geometry", "nothing published")
+	if n := records(t, addr, topology.TopicFences); n != 0 {
+		t.Fatalf("%d records published", n)
+	}
+	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "warning: fence \"big\" encodes to", "1 fences valid")
+
+	// A topic that takes larger records takes it.
+	_, adm := admin(t, addr)
+	v := "8000000"
+	resp, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, topology.TopicFences)
+	if err == nil {
+		_, err = resp.On(topology.TopicFences, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = fencectl(t, "fences", "load", file, "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "published 1 fences")
 }

@@ -61,6 +61,7 @@ const (
 type options struct {
 	cl          cluster.Config
 	logs        daemon.LogFlags
+	mapCfg      fenceview.MapConfig
 	data        string
 	brokerPort  int
 	listen      string
@@ -70,6 +71,7 @@ type options struct {
 	devices     int
 	parked      int
 	rate        float64
+	simWarmup   time.Duration
 	noise       float64
 	seed        int64
 	progress    time.Duration
@@ -82,6 +84,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	o.cl.ClientID = "fencestream"
 	o.cl.RegisterFlags(fs)
 	o.logs.Register(fs)
+	o.mapCfg.RegisterFlags(fs)
 	fs.StringVar(&o.data, "data", "data", "data directory: embedded broker in DATA/broker, Goka state in DATA/state, simulator position in DATA/sim.json")
 	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the web page and API (port 0: any free port; the URL is printed)")
@@ -91,6 +94,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.devices, "devices", 50, "simulated moving devices")
 	fs.IntVar(&o.parked, "parked", 10, "simulated devices parked near fence edges")
 	fs.Float64Var(&o.rate, "rate", 1, "pings per second per simulated device")
+	fs.DurationVar(&o.simWarmup, "sim-warmup", 5*time.Minute, "on a first start, how long the simulated fleet has been out already: that much event time is sent at once, so triggers show within seconds")
 	fs.Float64Var(&o.noise, "noise", 5, "GPS noise sigma of the simulator, metres")
 	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
@@ -112,6 +116,9 @@ func (o *options) validate() error {
 	case o.sweepEvery <= 0:
 		return fmt.Errorf("--sweep-interval must be positive, got %v", o.sweepEvery)
 	}
+	if err := o.mapCfg.Validate(); err != nil {
+		return err
+	}
 	if !o.noSim {
 		switch {
 		case o.devices < 0 || o.parked < 0 || o.devices+o.parked == 0:
@@ -120,6 +127,8 @@ func (o *options) validate() error {
 			return fmt.Errorf("--rate must be in (0, 1000] pings per second, got %v", o.rate)
 		case !(o.noise >= 0) || o.noise > 10000:
 			return fmt.Errorf("--noise must be >= 0 metres, got %v", o.noise)
+		case o.simWarmup < 0 || o.simWarmup > 24*time.Hour:
+			return fmt.Errorf("--sim-warmup must be between 0 and 24h, got %v", o.simWarmup)
 		}
 	}
 	if len(o.cl.Brokers) > 0 {
@@ -176,15 +185,27 @@ Flags:
 	case err == nil:
 		log.Info("fencestream stopped")
 		return exitOK
-	case errors.Is(err, group.ErrStateMismatch):
+	case errors.Is(err, errBrokerDataGone):
 		fmt.Fprintf(stderr, `
-fencestream: the local state in %s does not belong to the Kafka cluster at %s.
-  %v
-This happens when %s was deleted (or --brokers changed) but %s was kept.
-Fix it by deleting %s (it is rebuilt from the broker's changelog topics):
+fencestream: refusing to start: the embedded broker's data in %s is gone,
+but the local state in %s was kept.
+The state was built from records that no longer exist anywhere, so it can be
+neither matched to a new broker nor rebuilt from it. Start afresh by deleting
+it (the devices' debounce state and the occupancy counts go with the broker's data):
   rm -rf %s
 or run again with --reset-state, which does that for you.
-`, o.stateDir(), strings.Join(o.cl.Brokers, ","), err, o.brokerDir(), o.stateDir(), o.stateDir(), o.stateDir())
+`, o.brokerDir(), o.stateDir(), o.stateDir())
+		return exitMismatch
+	case errors.Is(err, group.ErrStateMismatch):
+		fmt.Fprintf(stderr, `
+fencestream: refusing to start: the local state in %s does not belong to the Kafka cluster at %s.
+  %v
+It was built from another cluster's records (%s was replaced, or --brokers
+points elsewhere now), which this broker does not hold. Delete it; it is then
+rebuilt from what this broker holds:
+  rm -rf %s
+or run again with --reset-state, which does that for you.
+`, o.stateDir(), strings.Join(o.cl.Brokers, ","), err, o.brokerDir(), o.stateDir())
 		return exitMismatch
 	case errors.Is(err, topology.ErrMismatch):
 		fmt.Fprintf(stderr, "fencestream: the broker's topics do not match the declared topology (--partitions %d):\n%v\n", o.partitions, err)
@@ -207,6 +228,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	}
 	brokerNote := "external"
 	if len(o.cl.Brokers) == 0 {
+		if err := checkFreshBroker(o.brokerDir(), o.stateDir()); err != nil {
+			return err
+		}
 		b, err := embedded.Start(embedded.DataDir(o.brokerDir()), embedded.Port(o.brokerPort))
 		if err != nil {
 			if o.brokerPort != 0 {
@@ -227,7 +251,13 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	if _, err := group.CheckBroker(ctx, o.cl, topo, true); err != nil {
+	clusterID, err := group.CheckBroker(ctx, o.cl, topo, true)
+	if err != nil {
+		return err
+	}
+	// Before anything is loaded or announced: the processors would refuse
+	// mismatched state too, but only after the banner and the demo fences.
+	if err := checkStateCluster(o.stateDir(), clusterID); err != nil {
 		return err
 	}
 	if !o.noDemoFence {
@@ -256,6 +286,10 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			Catalogue:      cat,
 			CatalogueReady: follower.Ready(),
 			Log:            log.With("component", "fenceview"),
+			ServerOpts: []fenceview.Opt{
+				fenceview.WithMap(o.mapCfg),
+				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
+			},
 		})
 	})
 	g.Go(func() error {
@@ -291,11 +325,20 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			CatalogueReady: follower.Ready(),
 		})
 	})
-	sim := newSimulator(o, topo, log.With("component", "simulator"))
+	sim := newSimulator(o, topo, cat, follower.Ready(), log.With("component", "simulator"))
 	if !o.noSim {
 		g.Go(func() error { return sim.run(gctx) })
 	}
-	g.Go(func() error { return reportProgress(gctx, o.progress, sim, log) })
+	kopts, err := o.cl.Kgo()
+	if err != nil {
+		return err
+	}
+	kc, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", strings.Join(o.cl.Brokers, ","), err)
+	}
+	defer kc.Close()
+	g.Go(func() error { return reportProgress(gctx, o.progress, sim, kadm.NewClient(kc), log) })
 	err = g.Wait()
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil

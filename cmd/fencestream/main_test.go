@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -319,10 +321,36 @@ func TestRunStopResume(t *testing.T) {
 		"--devices", "10", "--parked", "20", "--progress", "2s"}
 
 	// First run: the page and API answer, triggers flow into occupancy.
+	started := time.Now()
 	p1 := start(t, args...)
 	url := p1.waitOutput(t, reURL, startDeadline)[1]
 	broker := p1.waitOutput(t, reKafka, startDeadline)[1]
 	waitServing(t, p1, url)
+	if code, body, err := get(url + "v1/config"); err != nil || code != 200 || !strings.Contains(string(body), "tile.openstreetmap.org") {
+		t.Errorf("the page's default basemap is not OpenStreetMap's: %d %s %v", code, body, err)
+	}
+	// The fleet starts warmed up: the first triggers are from event time
+	// before the start (sent at once), not a minute or more after it, and
+	// the page's recent-trigger list shows them.
+	poll(t, p1, startDeadline, "recent triggers", func() (bool, string) {
+		code, body, err := get(url + "v1/triggers?limit=500")
+		if err != nil {
+			return false, err.Error()
+		}
+		var l struct {
+			Triggers []struct {
+				EventTimeMs int64 `json:"event_time_ms"`
+			} `json:"triggers"`
+		}
+		if code != 200 || json.Unmarshal(body, &l) != nil || len(l.Triggers) == 0 {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		first := l.Triggers[len(l.Triggers)-1].EventTimeMs
+		if first > started.Add(10*time.Second).UnixMilli() {
+			t.Fatalf("the first trigger has event time %v after the start: the simulator is quiet at first", time.UnixMilli(first).Sub(started))
+		}
+		return true, ""
+	})
 	poll(t, p1, startDeadline, "occupancy above 0", func() (bool, string) {
 		code, body, err := get(url + "v1/fences?sort=count&order=desc&limit=3")
 		if err != nil {
@@ -333,6 +361,13 @@ func TestRunStopResume(t *testing.T) {
 			return false, fmt.Sprintf("status %d: %.200s", code, body)
 		}
 		return fl.Fences[0].Count > 0, fmt.Sprintf("top fence %s count %d", fl.Fences[0].ID, fl.Fences[0].Count)
+	})
+	// The progress line's totals come from the broker, so a restart
+	// continues them rather than counting from 0 again.
+	var triggersRun1 int64
+	poll(t, p1, startDeadline, "a progress line with triggers", func() (bool, string) {
+		triggersRun1 = lastTriggersTotal(p1.out.String())
+		return triggersRun1 > 0, fmt.Sprintf("triggers=%d", triggersRun1)
 	})
 	insideAfterRun1 := inside(t, readTriggers(t, broker))
 	if len(insideAfterRun1) == 0 {
@@ -362,6 +397,16 @@ func TestRunStopResume(t *testing.T) {
 	url = p2.waitOutput(t, reURL, startDeadline)[1]
 	broker = p2.waitOutput(t, reKafka, startDeadline)[1]
 	p2.waitOutput(t, regexp.MustCompile(`resuming the fleet where it stopped.*tick=\d+`), startDeadline)
+	poll(t, p2, startDeadline, "the second run's first progress line", func() (bool, string) {
+		n := lastTriggersTotal(p2.out.String())
+		if n < 0 {
+			return false, "no progress line yet"
+		}
+		if n < triggersRun1 {
+			t.Fatalf("progress after the restart: triggers=%d, the first run had reached %d", n, triggersRun1)
+		}
+		return true, ""
+	})
 	waitServing(t, p2, url)
 	// Long enough after the restart for a forgotten device to be confirmed
 	// inside again (min samples 3 and min dwell 10 s in event time).
@@ -400,6 +445,20 @@ func TestRunStopResume(t *testing.T) {
 	t.Logf("%d triggers over both runs; %d (device, fence) pairs inside after the first run", len(all), len(insideAfterRun1))
 }
 
+var reProgressTriggers = regexp.MustCompile(`msg=progress .*\btriggers=(\d+)`)
+
+// lastTriggersTotal is the triggers total of the last progress line, -1 when
+// there is none.
+func lastTriggersTotal(out string) int64 {
+	m := reProgressTriggers.FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	var n int64
+	fmt.Sscan(m[len(m)-1][1], &n)
+	return n
+}
+
 func TestStateMismatch(t *testing.T) {
 	data := t.TempDir()
 	args := []string{"--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0", "--no-sim"}
@@ -419,10 +478,21 @@ func TestStateMismatch(t *testing.T) {
 		t.Fatalf("exit code %d, want %d", code, exitMismatch)
 	}
 	out := p.out.String()
-	for _, want := range []string{"does not belong to the Kafka cluster", "rm -rf " + filepath.Join(data, "state"), "--reset-state"} {
+	for _, want := range []string{"refusing to start", "data in " + filepath.Join(data, "broker") + " is gone",
+		"rm -rf " + filepath.Join(data, "state"), "--reset-state"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, tail(out, 30))
 		}
+	}
+	// Refused before anything is announced or written, and without sending
+	// the user to changelog topics that went with the broker's data.
+	for _, unwanted := range []string{"fencestream is running", "demo fences loaded", "changelog"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("a refused start says %q:\n%s", unwanted, tail(out, 30))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "broker")); !os.IsNotExist(err) {
+		t.Errorf("a refused start created %s/broker (%v)", data, err)
 	}
 	// --reset-state fixes it.
 	p = start(t, append(args, "--reset-state")...)
@@ -445,6 +515,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--rate", "0"}, exitUsage, "--rate"},
 		{[]string{"--devices", "0", "--parked", "0"}, exitUsage, "--no-sim"},
 		{[]string{"--log-level", "loud"}, exitUsage, "--log-level"},
+		{[]string{"--tiles", "ftp://tiles/{z}/{x}/{y}"}, exitUsage, "--tiles"},
+		{[]string{"--help"}, exitOK, "-tiles"},
 		{[]string{"--brokers", "x:1", "--sasl-mechanism", "KERBEROS"}, exitUsage, "unknown SASL mechanism"},
 	} {
 		var out, errs bytes.Buffer
@@ -477,10 +549,13 @@ func TestExternalBroker(t *testing.T) {
 	b := embeddedtest.Start(t)
 	addr := strings.Join(b.Addrs(), ",")
 	data := t.TempDir()
-	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6")
+	p := start(t, "--brokers", addr, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "6", "--tiles", "none")
 	url := p.waitOutput(t, reURL, startDeadline)[1]
 	p.waitOutput(t, regexp.MustCompile(`Kafka\s+`+regexp.QuoteMeta(addr)+` \(external\)`), startDeadline)
 	waitServing(t, p, url)
+	if code, body, err := get(url + "v1/config"); err != nil || code != 200 || !strings.Contains(string(body), `"tiles":""`) {
+		t.Errorf("--tiles none did not reach the page: %d %s %v", code, body, err)
+	}
 	if code := p.interrupt(t); code != 0 {
 		t.Fatalf("SIGINT: exit code %d, want 0", code)
 	}
@@ -495,5 +570,32 @@ func TestExternalBroker(t *testing.T) {
 	}
 	if out := p.out.String(); !strings.Contains(out, `topic "pings" has 6 partitions on the broker but the topology declares 24`) {
 		t.Errorf("mismatch not explained:\n%s", tail(out, 20))
+	}
+}
+
+func TestCheckStateCluster(t *testing.T) {
+	state := t.TempDir()
+	if err := checkStateCluster(filepath.Join(state, "none"), "c1"); err != nil {
+		t.Fatalf("missing state directory: %v", err)
+	}
+	dir := filepath.Join(state, "debouncer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateMarker), []byte(`{"cluster_id":"c1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkStateCluster(state, "c1"); err != nil {
+		t.Fatalf("same cluster: %v", err)
+	}
+	err := checkStateCluster(state, "c2")
+	if !errors.Is(err, group.ErrStateMismatch) || !strings.Contains(err.Error(), `cluster "c1" but the broker is cluster "c2"`) {
+		t.Fatalf("other cluster: %v", err)
+	}
+	if err := checkFreshBroker(filepath.Join(state, "broker"), state); !errors.Is(err, errBrokerDataGone) {
+		t.Fatalf("empty broker directory next to state: %v", err)
+	}
+	if err := checkFreshBroker(filepath.Join(state, "broker"), filepath.Join(state, "none")); err != nil {
+		t.Fatalf("fresh broker and no state: %v", err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/fencestream/fencestream/topology"
 )
 
 // metricSums adds up every series of the named counters and gauges in the
@@ -39,14 +42,52 @@ func metricSums(names ...string) map[string]float64 {
 
 const (
 	metricPingsProcessed = "fencestream_pings_processed_total"
-	metricTriggers       = "fencestream_triggers_total"
-	metricDeadLetters    = "fencestream_deadletters_total"
 	metricOccupancyLag   = "fencestream_occupancy_lag_records"
 )
 
+// totals are the pipeline's running totals as the broker holds them, so they
+// continue across restarts (in-process counters start again from 0).
+type totals struct {
+	pings, processed, triggers, deadLetters int64
+}
+
+// brokerTotals sums the end offsets of the pings, fence-triggers and
+// deadletter topics and the debouncer group's committed offsets on pings.
+func brokerTotals(ctx context.Context, adm *kadm.Client) (totals, error) {
+	var t totals
+	ends, err := adm.ListEndOffsets(ctx, topology.TopicPings, topology.TopicTriggers, topology.TopicDeadLetter)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return t, fmt.Errorf("end offsets: %w", err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		switch o.Topic {
+		case topology.TopicPings:
+			t.pings += o.Offset
+		case topology.TopicTriggers:
+			t.triggers += o.Offset
+		case topology.TopicDeadLetter:
+			t.deadLetters += o.Offset
+		}
+	})
+	committed, err := adm.FetchOffsets(ctx, topology.GroupDebouncer)
+	if err != nil {
+		return t, fmt.Errorf("offsets of group %s: %w", topology.GroupDebouncer, err)
+	}
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topology.TopicPings && o.Err == nil && o.At > 0 {
+			t.processed += o.At
+		}
+	})
+	return t, nil
+}
+
 // reportProgress logs one line every interval: pings sent and processed per
-// second, triggers, dead letters and the occupancy processor's lag.
-func reportProgress(ctx context.Context, every time.Duration, sim *simulator, log *slog.Logger) error {
+// second, the totals of pings, triggers and dead letters (from the broker, so
+// a restart continues them), and the occupancy processor's lag.
+func reportProgress(ctx context.Context, every time.Duration, sim *simulator, adm *kadm.Client, log *slog.Logger) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	prevSent, prevProcessed, prevT := sim.Sent(), 0.0, time.Now()
@@ -55,15 +96,27 @@ func reportProgress(ctx context.Context, every time.Duration, sim *simulator, lo
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			m := metricSums(metricPingsProcessed, metricTriggers, metricDeadLetters, metricOccupancyLag)
+			m := metricSums(metricPingsProcessed, metricOccupancyLag)
 			secs := now.Sub(prevT).Seconds()
 			sent, processed := sim.Sent(), m[metricPingsProcessed]
-			log.Info("progress",
+			attrs := []any{
 				"pings_sent_per_s", fmt.Sprintf("%.0f", float64(sent-prevSent)/secs),
 				"pings_processed_per_s", fmt.Sprintf("%.0f", (processed-prevProcessed)/secs),
-				"triggers", int64(m[metricTriggers]),
-				"dead_letters", int64(m[metricDeadLetters]),
-				"occupancy_lag", int64(m[metricOccupancyLag]))
+			}
+			qctx, cancel := context.WithTimeout(ctx, every)
+			tot, err := brokerTotals(qctx, adm)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				log.Debug("progress: totals unavailable", "err", err)
+			} else {
+				attrs = append(attrs, "pings", tot.pings, "pings_processed", tot.processed,
+					"triggers", tot.triggers, "dead_letters", tot.deadLetters)
+			}
+			attrs = append(attrs, "occupancy_lag", int64(m[metricOccupancyLag]))
+			log.Info("progress", attrs...)
 			prevSent, prevProcessed, prevT = sent, processed, now
 		}
 	}

@@ -105,39 +105,31 @@ type simulator struct {
 	o    *options
 	topo *topology.Topology
 	log  *slog.Logger
+	// cat is filled by the process's fence follower; catReady closes when
+	// it caught up.
+	cat      *fences.Catalogue
+	catReady <-chan struct{}
 
 	sent atomic.Int64 // pings the broker acknowledged
 }
 
-func newSimulator(o *options, topo *topology.Topology, log *slog.Logger) *simulator {
-	return &simulator{o: o, topo: topo, log: log}
+func newSimulator(o *options, topo *topology.Topology, cat *fences.Catalogue, catReady <-chan struct{}, log *slog.Logger) *simulator {
+	return &simulator{o: o, topo: topo, cat: cat, catReady: catReady, log: log}
 }
 
 // Sent is the number of pings delivered so far.
 func (s *simulator) Sent() int64 { return s.sent.Load() }
 
-// catalogue reads the fences topic as it stands, to route the fleet through.
+// catalogue waits for the process's fence catalogue to catch up with the
+// fences topic, to route the fleet through it. Shared with the processors,
+// so an invalid fence record is reported once, by its follower.
 func (s *simulator) catalogue(ctx context.Context) ([]fences.Fence, error) {
-	cat := fences.New()
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	f := fences.NewFollower(s.o.cl, topology.TopicFences, cat, quiet)
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- f.Run(fctx) }()
 	select {
-	case <-f.Ready():
-	case err := <-errc:
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("reading fences: %w", err)
+	case <-s.catReady:
+		return s.cat.Snapshot().All(), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	cancel()
-	<-errc
-	return cat.Snapshot().All(), nil
 }
 
 func (s *simulator) run(ctx context.Context) error {
@@ -164,7 +156,17 @@ func (s *simulator) run(ctx context.Context) error {
 	}
 	now := time.Now()
 	resume := int64(0)
-	start := now
+	// On a first start the fleet has been out for --sim-warmup already: its
+	// event time starts that long ago and that backlog is sent at once, so
+	// the first triggers show within seconds instead of minutes (moving
+	// devices wait fleet.DefaultMinGap before they drive, and a fence
+	// confirms only after its minimum dwell). Not after a change of fleet
+	// settings: a device's event time must not go back.
+	warm := int64(0)
+	if !found {
+		warm = int64(s.o.simWarmup / interval)
+	}
+	start := now.Add(-time.Duration(warm) * interval)
 	if found && prev.sameFleet(want) {
 		resume = prev.NextTick
 		start = now.Add(-time.Duration(resume) * interval)
@@ -205,9 +207,10 @@ func (s *simulator) run(ctx context.Context) error {
 			s.log.Warn("saving the simulator's position failed", "file", s.o.simFile(), "err", err)
 		}
 	}
-	s.log.Info("simulating", "devices", s.o.devices, "parked", s.o.parked, "interval", interval, "seed", s.o.seed, "from_tick", resume)
+	s.log.Info("simulating", "devices", s.o.devices, "parked", s.o.parked, "interval", interval, "seed", s.o.seed, "from_tick", resume,
+		"warmup", time.Duration(warm)*interval)
 
-	err = s.stream(ctx, sim, prod, resume, &nextTick, save)
+	err = s.stream(ctx, sim, prod, resume, warm, &nextTick, save)
 	if cerr := prod.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("simulator: closing producer: %w", cerr)
 	}
@@ -215,10 +218,11 @@ func (s *simulator) run(ctx context.Context) error {
 	return err
 }
 
-// stream sends ticks resume, resume+1, ... in real time (tick resume now,
-// each next one an interval later) until ctx ends.
+// stream sends ticks resume, resume+1, ... until ctx ends: the first warm
+// of them at once, then in real time (tick resume+warm now, each next one an
+// interval later).
 func (s *simulator) stream(ctx context.Context, sim *fleet.Sim, prod *produce.Producer[pb.Ping, *pb.Ping],
-	resume int64, nextTick *atomic.Int64, save func()) error {
+	resume, warm int64, nextTick *atomic.Int64, save func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg := sim.Config()
@@ -262,7 +266,7 @@ func (s *simulator) stream(ctx context.Context, sim *fleet.Sim, prod *produce.Pr
 		}
 		if tick != cur {
 			cur = tick
-			due := wall0.Add(time.Duration(tick-resume) * cfg.Interval)
+			due := wall0.Add(time.Duration(tick-resume-warm) * cfg.Interval)
 			if d := time.Until(due); d > 0 {
 				timer.Reset(d)
 				select {

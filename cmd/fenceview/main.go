@@ -41,9 +41,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var (
 		cl       cluster.Config
 		logFlags daemon.LogFlags
+		mapCfg   fenceview.MapConfig
 	)
 	cl.RegisterFlags(fs)
 	logFlags.Register(fs)
+	mapCfg.RegisterFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (a bare :port binds 127.0.0.1)")
 	partitions := fs.Int("partitions", int(topology.DefaultPartitions), "partition count of the keyed topics; must match the broker")
 	noCreate := fs.Bool("no-create-topics", false, "only check the broker's topics against the topology; do not create missing ones")
@@ -66,6 +68,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cl.Validate(); err != nil {
 		return err
 	}
+	if err := mapCfg.Validate(); err != nil {
+		return err
+	}
 	l, err := daemon.Listen(*listen)
 	if err != nil {
 		return err
@@ -76,5 +81,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Partitions:     int32(*partitions),
 		NoCreateTopics: *noCreate,
 		Log:            log,
+		ServerOpts:     []fenceview.Opt{fenceview.WithMap(mapCfg)},
 	})
 }

@@ -24,6 +24,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "--log-level", "loud"}, "--log-level"},
 		{[]string{"--brokers", "127.0.0.1:1", "--sasl-mechanism", "MD5"}, "SASL"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--brokers", "127.0.0.1:1", "--tiles", "https://tiles.example/{z}.png"}, "--tiles"},
 	} {
 		var stderr embeddedtest.SyncBuffer
 		err := run(context.Background(), c.args, &stderr)
@@ -43,7 +44,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	var logs embeddedtest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--brokers", strings.Join(b.Addrs(), ","), "--listen", "127.0.0.1:0", "--partitions", "4", "--log-format", "json"}, &logs)
+		done <- run(ctx, []string{"--brokers", strings.Join(b.Addrs(), ","), "--listen", "127.0.0.1:0", "--partitions", "4", "--log-format", "json", "--tiles", "https://tiles.example/{z}/{x}/{y}.png"}, &logs)
 	}()
 
 	urlRE := regexp.MustCompile(`"url":"(http://127\.0\.0\.1:\d+/)"`)
@@ -88,6 +89,14 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `"partitions":4`) {
 		t.Fatalf("--partitions not applied: %s", body)
+	}
+	if resp, err = http.Get(base + "v1/config"); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"tiles":"https://tiles.example/{z}/{x}/{y}.png"`) {
+		t.Fatalf("--tiles did not reach the page: %s", body)
 	}
 
 	cancel()

@@ -1,7 +1,11 @@
 package fences
 
 import (
+	"os"
 	"testing"
+	"time"
+
+	"github.com/paulmach/orb"
 )
 
 func TestDemoIsValid(t *testing.T) {
@@ -62,4 +66,52 @@ func TestDemoIsValid(t *testing.T) {
 		t.Errorf("demo has %d circles, %d polygons, %d polygons with holes", circles, polys, withHoles)
 	}
 	t.Logf("%d fences: %d circles, %d polygons, %d with holes", len(fs), circles, polys, withHoles)
+}
+
+// TestExampleFile checks example.geojson, the file the README loads with
+// fencectl fences load: one fence of each kind, each with its own settings.
+func TestExampleFile(t *testing.T) {
+	data, err := os.ReadFile("example.geojson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := ParseFences(data)
+	if err != nil {
+		t.Fatalf("example.geojson rejected: %v", err)
+	}
+	byID := map[string]Fence{}
+	for _, f := range fs {
+		byID[f.ID] = f
+	}
+	want := map[string]Settings{
+		"example-museumsinsel":         {MinSamples: 3, MinDwell: 30 * time.Second, HysteresisM: 15},
+		"example-tempelhof-hasenheide": {Loiter: 15 * time.Minute, SilenceTimeout: 10 * time.Minute},
+		"example-fernsehturm":          {MinSamples: 2, MinDwell: 10 * time.Second, HysteresisM: 20},
+	}
+	if len(fs) != len(want) {
+		t.Fatalf("%d fences, want %d", len(fs), len(want))
+	}
+	for id, s := range want {
+		f, ok := byID[id]
+		if !ok {
+			t.Fatalf("no fence %s", id)
+		}
+		if f.Settings != s {
+			t.Errorf("%s: settings %+v, want %+v", id, f.Settings, s)
+		}
+	}
+	if _, ok := byID["example-museumsinsel"].Geometry.(orb.Polygon); !ok {
+		t.Error("example-museumsinsel is not a polygon")
+	}
+	mp := byID["example-tempelhof-hasenheide"]
+	if g, ok := mp.Geometry.(orb.MultiPolygon); !ok || len(g) != 2 || len(g[0]) != 2 {
+		t.Errorf("example-tempelhof-hasenheide is not a multipolygon of two parts, the first with a hole: %T", mp.Geometry)
+	}
+	// The hole is outside, the rest of its polygon inside.
+	if mp.Contains(52.474, 13.4025) || !mp.Contains(52.470, 13.395) || !mp.Contains(52.485, 13.42) {
+		t.Error("example-tempelhof-hasenheide: hole or parts wrong")
+	}
+	if c := byID["example-fernsehturm"]; !c.IsCircle() || c.RadiusM != 120 {
+		t.Errorf("example-fernsehturm: circle %v radius %v", c.IsCircle(), c.RadiusM)
+	}
 }

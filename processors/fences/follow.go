@@ -2,10 +2,15 @@ package fences
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -92,6 +97,25 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.markReady()
 	}
 	codec := codecs.For[geofencepb.Fence]()
+	// Invalid records met while catching up are held by key and logged once
+	// caught up, each once: a later record for the key (a fix or a tombstone)
+	// makes the earlier one history, not news.
+	pending := map[string]invalidRecord{}
+	report := func(r invalidRecord) {
+		f.log.Error("skipping invalid fence record", "key", r.key, "offset", r.offset, "err", r.err,
+			"fix", "remove it with: "+DeleteCommand([]byte(r.key)))
+	}
+	flush := func() {
+		keys := make([]string, 0, len(pending))
+		for k := range pending {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			report(pending[k])
+		}
+		clear(pending)
+	}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -109,6 +133,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		fetches.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = r.Offset + 1
 			id := string(r.Key)
+			delete(pending, id)
 			if len(r.Value) == 0 {
 				deletes = append(deletes, id)
 				upserts = dropID(upserts, id)
@@ -124,7 +149,12 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			if err != nil {
 				fenceRecordsRejected.Inc()
-				f.log.Error("skipping invalid fence record", "key", id, "offset", r.Offset, "err", err)
+				bad := invalidRecord{key: id, offset: r.Offset, err: err}
+				if f.isReady() {
+					report(bad)
+				} else {
+					pending[id] = bad
+				}
 				return
 			}
 			upserts = append(dropID(upserts, id), fence)
@@ -145,12 +175,53 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 		}
 		if caughtUp() {
+			flush()
 			f.markReady()
 		}
 	}
 }
 
+type invalidRecord struct {
+	key    string
+	offset int64
+	err    error
+}
+
 func (f *Follower) markReady() { f.once.Do(func() { close(f.ready) }) }
+
+func (f *Follower) isReady() bool {
+	select {
+	case <-f.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// DeleteCommand is the fencectl command line that removes the record with
+// this key from the fences topic (a tombstone for exactly that key): the key,
+// quoted for a POSIX shell when it needs it, or its hex form when it is not
+// printable UTF-8 or would read as a flag.
+func DeleteCommand(key []byte) string {
+	printable := utf8.Valid(key) && len(key) > 0 && key[0] != '-'
+	plain := true
+	for _, r := range string(key) {
+		if !unicode.IsPrint(r) {
+			printable = false
+		}
+		if !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == '@' || r == '+' || r == ',' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			plain = false
+		}
+	}
+	switch {
+	case !printable:
+		return "fencectl fences delete --hex " + hex.EncodeToString(key)
+	case plain:
+		return "fencectl fences delete " + string(key)
+	}
+	return "fencectl fences delete '" + strings.ReplaceAll(string(key), "'", `'\''`) + "'"
+}
 
 func dropID(fs []Fence, id string) []Fence {
 	out := fs[:0]

@@ -234,23 +234,22 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 				return nil, fmt.Errorf("%s: %w", where(pi, ri), err)
 			}
 		}
+		if len(rings) == 1 {
+			continue
+		}
+		if ri, rj, crossed := ringsCross(rings); crossed {
+			return nil, errorf(ErrSelfIntersecting, "%s crosses ring %d", where(pi, ri), rj)
+		}
 		for ri := 1; ri < len(rings); ri++ {
-			for rj := 0; rj < ri; rj++ {
-				if ringsCross(rings[ri], rings[rj]) {
-					return nil, errorf(ErrSelfIntersecting, "%s crosses ring %d", where(pi, ri), rj)
-				}
-			}
 			// No crossings, so one vertex that is not on the boundary
 			// decides: a hole lies inside the outer ring and inside no
 			// other hole.
 			if inRing(rings[ri], rings[0]) < 0 {
 				return nil, errorf(ErrInvalidHole, "%s lies outside the outer ring", where(pi, ri))
 			}
-			for rj := 1; rj < len(rings); rj++ {
-				if rj != ri && inRing(rings[ri], rings[rj]) > 0 {
-					return nil, errorf(ErrInvalidHole, "%s lies inside hole %d", where(pi, ri), rj)
-				}
-			}
+		}
+		if ri, rj, nested := holeInHole(rings); nested {
+			return nil, errorf(ErrInvalidHole, "%s lies inside hole %d", where(pi, ri), rj)
 		}
 	}
 	return s, nil
@@ -290,7 +289,8 @@ func segmentsCross(a, b, c, d vec) bool {
 }
 
 // checkRingSimple rejects a ring whose edges meet anywhere but at the
-// shared vertex of neighbouring edges. O(n²), fine for fence-sized rings.
+// shared vertex of neighbouring edges. O(n log n) for fence outlines (see
+// boxPairs).
 func checkRingSimple(r []vec) error {
 	n := len(r) - 1 // edges r[i]→r[i+1]
 	for i := 0; i < n; i++ {
@@ -304,34 +304,64 @@ func checkRingSimple(r []vec) error {
 		if orient(a, b, c) == 0 && (c.x-b.x)*(a.x-b.x)+(c.y-b.y)*(a.y-b.y) > 0 {
 			return errorf(ErrSelfIntersecting, "edges %d and %d fold back on each other at %s", i, (i+1)%n, fmtVec(b))
 		}
-		for j := i + 2; j < n; j++ {
-			if i == 0 && j == n-1 {
-				continue // first and last edges share r[0]
-			}
-			if segmentsTouch(a, b, r[j], r[j+1]) {
-				return errorf(ErrSelfIntersecting, "edges %d and %d intersect", i, j)
-			}
-		}
 	}
-	return nil
+	var err error
+	boxPairs(appendEdges(nil, r, 0, 0), 0, func(e, f *edge) bool {
+		i, j := min(e.k, f.k), max(e.k, f.k)
+		if j == i+1 || (i == 0 && j == n-1) {
+			return true // neighbours share a vertex; folding is checked above
+		}
+		if segmentsTouch(e.a, e.b, f.a, f.b) {
+			err = errorf(ErrSelfIntersecting, "edges %d and %d intersect", i, j)
+			return false
+		}
+		return true
+	})
+	return err
 }
 
-// ringsCross reports whether any edges of two rings properly cross.
-func ringsCross(p, q []vec) bool {
-	for i := 0; i+1 < len(p); i++ {
-		a, b := p[i], p[i+1]
-		for j := 0; j+1 < len(q); j++ {
-			c, d := q[j], q[j+1]
-			if math.Max(a.x, b.x) < math.Min(c.x, d.x) || math.Max(c.x, d.x) < math.Min(a.x, b.x) ||
-				math.Max(a.y, b.y) < math.Min(c.y, d.y) || math.Max(c.y, d.y) < math.Min(a.y, b.y) {
-				continue
-			}
-			if segmentsCross(a, b, c, d) {
-				return true
+// ringsCross reports whether edges of two different rings properly cross,
+// and which rings (ri > rj).
+func ringsCross(rings [][]vec) (ri, rj int, crossed bool) {
+	var es []edge
+	for r, ring := range rings {
+		es = appendEdges(es, ring, 0, r)
+	}
+	crossed = boxPairs(es, 0, func(e, f *edge) bool {
+		if e.ring != f.ring && segmentsCross(e.a, e.b, f.a, f.b) {
+			ri, rj = max(e.ring, f.ring), min(e.ring, f.ring)
+			return false
+		}
+		return true
+	})
+	return ri, rj, crossed
+}
+
+// holeInHole finds a hole inside another (rings known not to cross): only
+// holes whose boxes overlap can nest, so the holes are swept by box first.
+func holeInHole(rings [][]vec) (ri, rj int, nested bool) {
+	if len(rings) < 3 {
+		return 0, 0, false
+	}
+	boxes := make([]edge, 0, len(rings)-1) // one box per hole, as an "edge"
+	for r := 1; r < len(rings); r++ {
+		b := edge{ring: r, minX: math.Inf(1), minY: math.Inf(1), maxX: math.Inf(-1), maxY: math.Inf(-1)}
+		for _, v := range rings[r] {
+			b.minX, b.maxX = math.Min(b.minX, v.x), math.Max(b.maxX, v.x)
+			b.minY, b.maxY = math.Min(b.minY, v.y), math.Max(b.maxY, v.y)
+		}
+		boxes = append(boxes, b)
+	}
+	nested = boxPairs(boxes, 0, func(e, f *edge) bool {
+		for _, p := range [2][2]int{{e.ring, f.ring}, {f.ring, e.ring}} {
+			if inRing(rings[p[0]], rings[p[1]]) > 0 {
+				ri, rj = p[0], p[1]
+				return false
 			}
 		}
-	}
-	return false
+		return true
+	})
+	return ri, rj, nested
 }
 
 // inRing classifies ring p against ring q: +1 inside, -1 outside, 0 if
@@ -388,66 +418,65 @@ func interiorSide(ring []vec, hole bool) float64 {
 
 // markSeams finds edges wholly covered by collinear edges of other polygons
 // of the same MultiPolygon whose interior lies on the other side: such an
-// edge is inside the union. O(E²), only for MultiPolygons.
+// edge is inside the union. Only edges whose boxes overlap can be
+// collinear and overlapping, so they are found by boxPairs.
 func markSeams(polys []polyGeo) {
-	var spans [][2]float64
 	sides := make([][]float64, len(polys))
+	var es []edge
 	for pi := range polys {
 		for ri, ring := range polys[pi].rings {
 			sides[pi] = append(sides[pi], interiorSide(ring, ri > 0))
+			es = appendEdges(es, ring, pi, ri)
 		}
 	}
-	for pi := range polys {
-		for ri, ring := range polys[pi].rings {
-			for k := 0; k+1 < len(ring); k++ {
-				a, b := ring[k], ring[k+1]
-				ex, ey := b.x-a.x, b.y-a.y
-				l2 := ex*ex + ey*ey
-				if l2 == 0 {
-					// Distinct vertices whose squared distance underflows
-					// (1e-170° apart): no direction to compare, and an empty
-					// span list would "cover" it with an infinite tolerance.
-					continue
-				}
-				l := math.Sqrt(l2)
-				spans = spans[:0]
-				for pj := range polys {
-					if pj == pi {
-						continue
-					}
-					for rj, other := range polys[pj].rings {
-						for m := 0; m+1 < len(other); m++ {
-							c, d := other[m], other[m+1]
-							if math.Abs(orient(a, b, c)) > seamTol*l || math.Abs(orient(a, b, d)) > seamTol*l {
-								continue
-							}
-							// Same direction and same interior side, or
-							// opposite and opposite: overlapping interiors,
-							// so the edge is real boundary.
-							if ((d.x-c.x)*ex+(d.y-c.y)*ey)*sides[pi][ri]*sides[pj][rj] > 0 {
-								continue
-							}
-							tc := ((c.x-a.x)*ex + (c.y-a.y)*ey) / l2
-							td := ((d.x-a.x)*ex + (d.y-a.y)*ey) / l2
-							lo, hi := math.Max(math.Min(tc, td), 0), math.Min(math.Max(tc, td), 1)
-							if hi > lo {
-								spans = append(spans, [2]float64{lo, hi})
-							}
-						}
-					}
-				}
-				if covers(spans, seamTol/l) {
-					p := &polys[pi]
-					if p.seams == nil {
-						p.seams = make([][]bool, len(p.rings))
-					}
-					if p.seams[ri] == nil {
-						p.seams[ri] = make([]bool, len(ring)-1)
-					}
-					p.seams[ri][k] = true
-				}
-			}
+	spans := map[*edge][][2]float64{}
+	// span adds to e the part of it that f covers from the other side.
+	span := func(e, f *edge) {
+		a, b, c, d := e.a, e.b, f.a, f.b
+		ex, ey := b.x-a.x, b.y-a.y
+		l2 := ex*ex + ey*ey
+		if l2 == 0 {
+			// Distinct vertices whose squared distance underflows (1e-170°
+			// apart): no direction to compare, and a span on it would "cover"
+			// it with an infinite tolerance.
+			return
 		}
+		l := math.Sqrt(l2)
+		if math.Abs(orient(a, b, c)) > seamTol*l || math.Abs(orient(a, b, d)) > seamTol*l {
+			return
+		}
+		// Same direction and same interior side, or opposite and opposite:
+		// overlapping interiors, so the edge is real boundary.
+		if ((d.x-c.x)*ex+(d.y-c.y)*ey)*sides[e.poly][e.ring]*sides[f.poly][f.ring] > 0 {
+			return
+		}
+		tc := ((c.x-a.x)*ex + (c.y-a.y)*ey) / l2
+		td := ((d.x-a.x)*ex + (d.y-a.y)*ey) / l2
+		lo, hi := math.Max(math.Min(tc, td), 0), math.Min(math.Max(tc, td), 1)
+		if hi > lo {
+			spans[e] = append(spans[e], [2]float64{lo, hi})
+		}
+	}
+	boxPairs(es, seamTol, func(e, f *edge) bool {
+		if e.poly != f.poly {
+			span(e, f)
+			span(f, e)
+		}
+		return true
+	})
+	for e, sp := range spans {
+		l := math.Hypot(e.b.x-e.a.x, e.b.y-e.a.y)
+		if !covers(sp, seamTol/l) {
+			continue
+		}
+		p := &polys[e.poly]
+		if p.seams == nil {
+			p.seams = make([][]bool, len(p.rings))
+		}
+		if p.seams[e.ring] == nil {
+			p.seams[e.ring] = make([]bool, len(p.rings[e.ring])-1)
+		}
+		p.seams[e.ring][e.k] = true
 	}
 }
 

@@ -73,6 +73,9 @@ type FenceDetail struct {
 	// InCatalogue is false for a fence deleted from the catalogue that
 	// still has an occupancy record.
 	InCatalogue bool `json:"in_catalogue"`
+	// Settings are the fence's effective debounce settings (absent when
+	// it is not in the catalogue).
+	Settings *SettingsJSON `json:"settings,omitempty"`
 	// CatalogueVersion is the version this server's catalogue is at;
 	// OccupancyCatalogueVersion the one the last occupancy change saw.
 	CatalogueVersion          uint64 `json:"catalogue_version"`
@@ -331,6 +334,7 @@ func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) {
 	d := &FenceDetail{InCatalogue: inCat, CatalogueVersion: snap.Version(), Devices: []string{}}
 	if inCat {
 		d.FenceSummary = *fenceSummary(&fence, occ, true)
+		d.Settings = effectiveSettings(s.cfg.defaults, &fence)
 	} else {
 		d.ID = id
 		fillOccupancy(&d.FenceSummary, occ)

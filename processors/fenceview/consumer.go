@@ -65,8 +65,9 @@ func NewTriggerConsumer(cl cluster.Config, feed *Feed, log *slog.Logger) *Trigge
 	}
 }
 
-// Ready is closed once the consumer has fixed its start offsets: every
-// trigger produced after that reaches the feed.
+// Ready is closed once the consumer has read back the recent triggers into
+// the feed's history and fixed its start offsets: every trigger produced
+// after that reaches the feed.
 func (c *TriggerConsumer) Ready() <-chan struct{} { return c.ready }
 
 // RunTriggerConsumer runs NewTriggerConsumer(cl, feed, nil) until ctx ends.
@@ -74,10 +75,12 @@ func RunTriggerConsumer(ctx context.Context, cl cluster.Config, feed *Feed) erro
 	return NewTriggerConsumer(cl, feed, nil).Run(ctx)
 }
 
-// Run consumes until ctx ends (then it returns nil). It starts at the end
-// offsets the broker reports when Run starts, records the processing latency
-// (now - append time) and the event-time lag (now - event time) of each
-// trigger, and skips (and
+// Run consumes until ctx ends (then it returns nil). It first reads the
+// last DefaultHistory triggers of each partition into the feed's history
+// (Feed.Remember, within backfillTimeout), then publishes from the end
+// offsets the broker reported when Run started, records the processing
+// latency (now - append time) and the event-time lag (now - event time) of
+// each trigger, and skips (and
 // counts) records it cannot decode.
 func (c *TriggerConsumer) Run(ctx context.Context) error {
 	if c.feed == nil {
@@ -91,13 +94,24 @@ func (c *TriggerConsumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("trigger consumer: %w", err)
 	}
-	ends, err := listEnds(ctx, kadm.NewClient(admCl), c.topic)
+	adm := kadm.NewClient(admCl)
+	ends, err := listEnds(ctx, adm, c.topic)
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = adm.ListStartOffsets(ctx, c.topic)
+	}
 	admCl.Close()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
+	}
+	if err := c.backfill(ctx, kopts, starts, ends); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("recent triggers not read back; the page's history starts now", "err", err)
 	}
 	start := map[string]map[int32]kgo.Offset{c.topic: {}}
 	for p, o := range ends {
@@ -136,6 +150,61 @@ func (c *TriggerConsumer) Run(ctx context.Context) error {
 			c.feed.Publish(t)
 		})
 	}
+}
+
+// backfillTimeout bounds reading back the history at start-up; the live
+// feed starts after it whatever it got.
+const backfillTimeout = 15 * time.Second
+
+// backfill reads the last DefaultHistory triggers of every partition (up to
+// ends) into the feed's history without publishing them: the most recent
+// DefaultHistory of the topic are among them.
+func (c *TriggerConsumer) backfill(ctx context.Context, kopts []kgo.Opt, starts kadm.ListedOffsets, ends map[int32]int64) error {
+	from := map[int32]kgo.Offset{}
+	pending := map[int32]int64{}
+	for p, end := range ends {
+		start := end - DefaultHistory
+		if s, ok := starts.Lookup(c.topic, p); ok && s.Err == nil {
+			start = max(start, s.Offset)
+		}
+		if start = max(start, 0); start < end {
+			from[p] = kgo.NewOffset().At(start)
+			pending[p] = end
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, backfillTimeout)
+	defer cancel()
+	codec := codecs.For[geofencepb.Trigger]()
+	n := 0
+	for len(pending) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading back recent triggers: %w (%d read, %d partitions unfinished)", err, n, len(pending))
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := pending[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if r.Offset+1 >= end {
+				delete(pending, r.Partition)
+			}
+			if t, err := codec.Unmarshal(r.Value); err == nil && len(r.Value) > 0 {
+				c.feed.Remember(t)
+				n++
+			}
+		})
+	}
+	c.log.Info("recent triggers read back", "triggers", n)
+	return nil
 }
 
 // listEnds returns the end offset of every partition of topic, retrying

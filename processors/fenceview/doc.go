@@ -19,9 +19,12 @@
 // # Routes
 //
 //	GET /v1/fences             every fence with its occupancy; ?sort=id|count ?order=asc|desc ?limit= ?offset= ?geometry=true
-//	GET /v1/fences/{id}        occupancy, devices inside (capped), totals, last change, lag, GeoJSON geometry
+//	GET /v1/fences/{id}        occupancy, devices inside (capped), totals, last change, lag, GeoJSON geometry,
+//	                           effective debounce settings (the fence's own over the debouncer's defaults)
 //	GET /v1/devices/{id}       debounce state per fence, last ping time and HLC, counters
-//	GET /v1/triggers/stream    Server-Sent Events of triggers; ?fence= ?device=
+//	GET /v1/triggers           recent triggers, newest event time first; ?limit= (default 50, at most 500) ?fence= ?device=
+//	GET /v1/triggers/stream    Server-Sent Events of triggers; ?fence= (404 if unknown) ?device=
+//	GET /v1/config             what the page needs: basemap tile URL and attribution
 //	GET /v1/partition?key=K&partitions=N   the pinned partitioner's answer (N default 24, 1..10000)
 //	GET /v1/topology           Describe text, Mermaid, topics, processors and boundaries
 //	GET /healthz, GET /readyz, GET /metrics, GET / (the web page)
@@ -34,7 +37,8 @@
 //     with partial data. /readyz answers the same way.
 //   - Errors are JSON {"error": "...", "status": N} with that HTTP status:
 //     400 for a malformed id or parameter, 404 for an unknown fence, device
-//     or route, 503 while not ready, 500 for a failing source. A 200 never
+//     or route, 405 with Allow for a method other than GET or HEAD on a
+//     route, 503 while not ready, 500 for a failing source. A 200 never
 //     carries an error.
 //   - Ids are validated with the producers' key rules
 //     ([topology.ValidateKey]: non-empty, valid UTF-8, at most 255 bytes)
@@ -47,8 +51,13 @@
 //     bounded buffer, and a slow one loses triggers (counted, and told with
 //     a "dropped" event) instead of slowing the others.
 //   - Replicas are independent: no consumer group, no committed offsets;
-//     each replica holds whole copies of both tables and answers every key,
-//     and its trigger feed starts at the end of the topic.
-//   - The web page is served from the binary (embed) and loads nothing
-//     from the network: no tiles, no CDN.
+//     each replica holds whole copies of both tables and answers every key.
+//     Its trigger feed reads the last [DefaultHistory] triggers of each
+//     partition back into its history at start-up, then follows the end of
+//     the topic.
+//   - The web page is served from the binary (embed), Leaflet included
+//     (web/vendor/leaflet, its licence with it): no CDN. The only thing it
+//     loads from elsewhere is the basemap tiles of [MapConfig] (none by
+//     default in NewServer; OpenStreetMap's in the binaries, --tiles none
+//     offline), and it works the same when they fail to load.
 package fenceview

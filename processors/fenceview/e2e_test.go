@@ -154,6 +154,13 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 		}, e2ePartitions)
 	}
 
+	// Triggers from before the service started: its history, not its feed.
+	for i, dev := range []string{"vehicle-010", "vehicle-011", "vehicle-012"} {
+		old := trigger(fmt.Sprintf("%s|park-tiergarten|ENTER|%d", dev, i), dev, "park-tiergarten")
+		old.EventTimeMs = 1_700_000_000_000 + int64(i)*1000
+		produce(t, ctx, kc, topology.TopicTriggers, dev, old, e2ePartitions)
+	}
+
 	base := startService(t, ctx, cl)
 	eventually(t, base+"/readyz", "readiness", func(s int, body string) bool {
 		if s != http.StatusOK && s != http.StatusServiceUnavailable {
@@ -214,6 +221,27 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 		t.Fatalf("stream gave %q, want %q", ev.id, tr.TriggerId)
 	}
 	scancel()
+
+	// Recent triggers, newest event time first: the live ones, then the
+	// history read back from the topic at start-up.
+	var recent fenceview.TriggerList
+	eventually(t, base+"/v1/triggers?limit=4", "the live triggers in the history", func(s int, body string) bool {
+		return s == http.StatusOK && strings.Contains(body, tr.TriggerId)
+	})
+	get("/v1/triggers?limit=4", &recent)
+	var gotIDs []string
+	for _, x := range recent.Triggers {
+		gotIDs = append(gotIDs, x.TriggerID)
+	}
+	// vehicle-002's has vehicle-010's event time and came later.
+	wantIDs := []string{tr.TriggerId, "vehicle-012|park-tiergarten|ENTER|2", "vehicle-011|park-tiergarten|ENTER|1", "vehicle-002|park|ENTER|1"}
+	if strings.Join(gotIDs, " ") != strings.Join(wantIDs, " ") || recent.Limit != 4 {
+		t.Fatalf("/v1/triggers?limit=4: %q, want %q", gotIDs, wantIDs)
+	}
+	get("/v1/triggers?device=vehicle-010", &recent)
+	if len(recent.Triggers) != 1 || recent.Triggers[0].DeviceID != "vehicle-010" {
+		t.Fatalf("/v1/triggers?device=vehicle-010: %+v", recent.Triggers)
+	}
 
 	metrics := eventually(t, base+"/metrics", "metrics", func(s int, _ string) bool { return s == http.StatusOK })
 	for _, want := range []string{

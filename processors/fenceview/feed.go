@@ -41,6 +41,7 @@ type Feed struct {
 	mu      sync.RWMutex
 	subs    map[*Subscription]struct{}
 	dropped atomic.Uint64
+	hist    history
 }
 
 // NewFeed returns a feed whose subscribers buffer up to buffer triggers
@@ -49,7 +50,7 @@ func NewFeed(buffer int) *Feed {
 	if buffer <= 0 {
 		buffer = DefaultFeedBuffer
 	}
-	return &Feed{buffer: buffer, subs: map[*Subscription]struct{}{}}
+	return &Feed{buffer: buffer, subs: map[*Subscription]struct{}{}, hist: history{limit: DefaultHistory}}
 }
 
 // Subscription is one subscriber of a Feed. Read triggers from C; call
@@ -88,12 +89,14 @@ func (s *Subscription) Close() {
 	})
 }
 
-// Publish hands t to every matching subscriber without blocking. Subscribers
-// must not modify the trigger: all of them share it.
+// Publish hands t to every matching subscriber without blocking and keeps
+// it in the feed's history (see Recent). Subscribers must not modify the
+// trigger: all of them share it.
 func (f *Feed) Publish(t *geofencepb.Trigger) {
 	if t == nil {
 		return
 	}
+	f.hist.add(t)
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for s := range f.subs {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -47,6 +48,8 @@ type config struct {
 	heartbeat time.Duration
 	deviceCap int
 	routes    []route
+	mapCfg    MapConfig
+	defaults  debounce.Settings
 }
 
 // WithTopology sets the topology /v1/topology describes and whose partition
@@ -104,7 +107,7 @@ func (c *config) validate(src Sources) error {
 	if c.deviceCap <= 0 {
 		return fmt.Errorf("fenceview: device list cap %d must be positive", c.deviceCap)
 	}
-	return nil
+	return c.validateMap()
 }
 
 // Server is fenceview's HTTP handler: the JSON API, the trigger stream, the
@@ -117,7 +120,7 @@ type Server struct {
 
 // NewServer builds the handler over src.
 func NewServer(src Sources, opts ...Opt) (*Server, error) {
-	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap}
+	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap, defaults: debounce.DefaultSettings()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -140,12 +143,21 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/devices/{id}", s.ready(s.handleDevice))
 	m.HandleFunc("GET /v1/devices/{$}", s.emptyID)
 	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)
+	m.HandleFunc("GET /v1/triggers", s.ready(s.handleTriggers))
 	m.HandleFunc("GET /v1/partition", s.handlePartition)
 	m.HandleFunc("GET /v1/topology", s.handleTopology)
 	for _, r := range s.cfg.routes {
 		m.Handle(r.pattern, r.h)
 	}
+	m.HandleFunc("GET /v1/config", s.handleConfig)
+	// The catch-alls below match every method, so the mux would answer 404
+	// to POST /v1/fences; a path that GET serves gets 405 with Allow instead.
 	notFound := func(w http.ResponseWriter, r *http.Request) {
+		if s.servesGET(r) {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path+": the API is read-only (GET, HEAD)")
+			return
+		}
 		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	}
 	m.HandleFunc("/v1/", notFound)
@@ -165,6 +177,18 @@ func (s *Server) routes() {
 		w.Header().Set("Cache-Control", "no-cache")
 		static.ServeHTTP(w, r)
 	}))
+}
+
+// servesGET reports whether a GET of r's path would reach a route other than
+// the catch-alls.
+func (s *Server) servesGET(r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return false
+	}
+	g := r.Clone(r.Context())
+	g.Method = http.MethodGet
+	_, pattern := s.mux.Handler(g)
+	return pattern != "" && pattern != "/" && pattern != "/v1/"
 }
 
 // ServeHTTP implements http.Handler.

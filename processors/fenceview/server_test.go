@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/topology"
@@ -340,6 +342,11 @@ func TestPageHealthMetricsAndUnknownRoutes(t *testing.T) {
 		{"/", "text/html; charset=utf-8", `id="triggers"`},
 		{"/static/app.js", "text/javascript; charset=utf-8", "EventSource"},
 		{"/static/style.css", "text/css; charset=utf-8", "fill-rule"},
+		// Leaflet is embedded in the binary, its licence with it.
+		{"/static/vendor/leaflet/leaflet.js", "text/javascript; charset=utf-8", "Leaflet 1.9.4"},
+		{"/static/vendor/leaflet/leaflet.css", "text/css; charset=utf-8", ".leaflet-container"},
+		{"/static/vendor/leaflet/LICENSE", "text/plain", "BSD 2-Clause License"},
+		{"/static/vendor/leaflet/images/layers.png", "image/png", "PNG"},
 		{"/metrics", "text/plain", "fencestream_trigger_processing_latency_seconds"},
 		{"/healthz", "application/json; charset=utf-8", `"ok"`},
 	} {
@@ -364,13 +371,42 @@ func TestPageHealthMetricsAndUnknownRoutes(t *testing.T) {
 		}
 	}
 	f.wantStatus(t, "/v1/nope", http.StatusNotFound)
-	resp, err := http.Post(f.srv.URL+"/v1/fences", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 4 {
-		t.Errorf("POST /v1/fences: %d, want a 4xx", resp.StatusCode)
+	// The API is read-only: another method on a route it serves is 405 with
+	// Allow; on a route it does not serve, 404.
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "/v1/fences", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/v1/fences/park-tiergarten", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/v1/devices/dev-1", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/triggers/stream", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/v1/partition?key=a", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/nope", http.StatusNotFound},
+		{http.MethodDelete, "/nope", http.StatusNotFound},
+	} {
+		req, err := http.NewRequest(c.method, f.srv.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e fenceview.ErrorBody
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || err != nil || e.Status != c.want {
+			t.Errorf("%s %s: %d (body %+v, %v), want %d", c.method, c.path, resp.StatusCode, e, err, c.want)
+		}
+		allow := resp.Header.Get("Allow")
+		if c.want == http.StatusMethodNotAllowed && allow != "GET, HEAD" {
+			t.Errorf("%s %s: Allow %q, want \"GET, HEAD\"", c.method, c.path, allow)
+		}
+		if c.want == http.StatusNotFound && allow != "" {
+			t.Errorf("%s %s: Allow %q on a 404", c.method, c.path, allow)
+		}
 	}
 }
 
@@ -504,6 +540,19 @@ func TestTriggerStream(t *testing.T) {
 	waitFor(t, "subscriptions to close after the clients left", func() bool { return f.feed.Subscribers() == 0 })
 
 	f.wantStatus(t, "/v1/triggers/stream?fence=%ff", http.StatusBadRequest)
+	// An unknown fence is 503 while the sources recover, then 404; a fence
+	// deleted from the catalogue that still has occupancy streams.
+	f.ready.notReady.Store(true)
+	f.wantStatus(t, "/v1/triggers/stream?fence=no-such", http.StatusServiceUnavailable)
+	f.ready.notReady.Store(false)
+	f.wantStatus(t, "/v1/triggers/stream?fence=no-such", http.StatusNotFound)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	gone, _ := openStream(t, ctx, f.srv.URL+"/v1/triggers/stream?fence=gone-fence")
+	f.feed.Publish(trigger("t4", "g1", "gone-fence"))
+	if ev := nextEvent(t, gone, "trigger"); ev.id != "t4" {
+		t.Fatalf("stream of a deleted fence passed %s", ev.id)
+	}
 	f.wantStatus(t, "/v1/triggers/stream?device="+strings.Repeat("d", 300), http.StatusBadRequest)
 }
 
@@ -540,5 +589,77 @@ func TestNewServerValidates(t *testing.T) {
 	}
 	if _, err := fenceview.NewServer(src); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRecentTriggers(t *testing.T) {
+	f := newFixture(t)
+	f.feed.Publish(trigger("t1", "dev-1", "park-tiergarten"))
+	f.feed.Publish(trigger("t2", "dev-2", "station-zoo"))
+	var l fenceview.TriggerList
+	if s := f.get(t, "/v1/triggers", &l); s != http.StatusOK || len(l.Triggers) != 2 || l.Triggers[0].TriggerID != "t2" ||
+		l.Limit != fenceview.DefaultTriggerLimit || l.History != fenceview.DefaultHistory {
+		t.Fatalf("/v1/triggers: %d %+v", s, l)
+	}
+	if f.get(t, "/v1/triggers?fence=park-tiergarten&limit=5", &l); len(l.Triggers) != 1 || l.Triggers[0].TriggerID != "t1" {
+		t.Fatalf("by fence: %+v", l)
+	}
+	f.wantStatus(t, "/v1/triggers?limit=0", http.StatusBadRequest)
+	f.wantStatus(t, fmt.Sprintf("/v1/triggers?limit=%d", fenceview.DefaultHistory+1), http.StatusBadRequest)
+	f.wantStatus(t, "/v1/triggers?fence=no-such", http.StatusNotFound)
+	f.ready.notReady.Store(true)
+	f.wantStatus(t, "/v1/triggers", http.StatusServiceUnavailable)
+}
+
+func TestFenceSettingsAndPageConfig(t *testing.T) {
+	defaults := debounce.DefaultSettings()
+	defaults.MinSamples = 4 // what the debouncer was started with
+	f := newFixture(t, fenceview.WithDebounceDefaults(defaults))
+	var d fenceview.FenceDetail
+	f.get(t, "/v1/fences/airport-ber", &d)
+	// The demo's airport sets min_samples 3, min_dwell_s 60, hysteresis_m
+	// 100 and loiter_s 1800; its silence timeout is the default.
+	want := fenceview.SettingsJSON{MinSamples: 3, MinDwellS: 60, HysteresisM: 100, LoiterS: 1800, SilenceTimeoutS: 600,
+		Own: []string{"min_samples", "min_dwell_s", "hysteresis_m", "loiter_s"}}
+	if d.Settings == nil || fmt.Sprint(*d.Settings) != fmt.Sprint(want) {
+		t.Fatalf("airport-ber settings %+v, want %+v", d.Settings, want)
+	}
+	f.get(t, "/v1/fences/station-zoo", &d)
+	if d.Settings == nil || d.Settings.MinSamples != 4 || d.Settings.MinDwellS != 10 || len(d.Settings.Own) != 0 {
+		t.Fatalf("station-zoo (no settings of its own): %+v", d.Settings)
+	}
+	var gone fenceview.FenceDetail
+	f.get(t, "/v1/fences/gone-fence", &gone)
+	if gone.Settings != nil {
+		t.Fatalf("a fence not in the catalogue has settings %+v", gone.Settings)
+	}
+
+	var cfg fenceview.PageConfig
+	if f.get(t, "/v1/config", &cfg); cfg.Tiles != "" || cfg.History != fenceview.DefaultHistory {
+		t.Fatalf("default page config %+v", cfg)
+	}
+	osm := newFixture(t, fenceview.WithMap(fenceview.MapConfig{Tiles: fenceview.DefaultTiles}))
+	if osm.get(t, "/v1/config", &cfg); cfg.Tiles != fenceview.DefaultTiles || !strings.Contains(cfg.TilesAttribution, "OpenStreetMap") {
+		t.Fatalf("OpenStreetMap page config %+v", cfg)
+	}
+	for _, bad := range []string{"ftp://x/{z}/{x}/{y}", "https://tiles.example/{z}/{x}.png", "tiles"} {
+		if _, err := fenceview.NewServer(fenceview.Sources{Devices: f.devs, Occupancy: f.occ, Fences: f.cat, Ready: f.ready, Feed: f.feed},
+			fenceview.WithMap(fenceview.MapConfig{Tiles: bad})); err == nil {
+			t.Errorf("tiles %q accepted", bad)
+		}
+	}
+}
+
+func TestMapConfigFlags(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		tiles string
+	}{{nil, fenceview.DefaultTiles}, {[]string{"--tiles", "none"}, ""}, {[]string{"--tiles", "https://t.example/{z}/{x}/{y}.png"}, "https://t.example/{z}/{x}/{y}.png"}} {
+		var m fenceview.MapConfig
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		m.RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil || m.Validate() != nil || m.Tiles != c.tiles {
+			t.Errorf("%q: tiles %q (%v, %v), want %q", c.args, m.Tiles, err, m.Validate(), c.tiles)
+		}
 	}
 }

@@ -15,20 +15,9 @@ import (
 // comment line every heartbeat. It ends when the client goes away or the
 // server's base context ends.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var filter Filter
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"fence", &filter.FenceID}, {"device", &filter.DeviceID}} {
-		v := q.Get(f.name)
-		if v == "" {
-			continue // absent or empty: no filter
-		}
-		if !validID(w, f.name, v) {
-			return
-		}
-		*f.dst = v
+	filter, ok := s.streamFilter(w, r)
+	if !ok {
+		return
 	}
 	rc := http.NewResponseController(w)
 	sub := s.src.Feed.Subscribe(filter) // before the headers: a client that saw them misses nothing
@@ -79,6 +68,55 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// streamFilter reads the fence and device parameters of the trigger routes;
+// it answers the request itself (400, 404, 503) and returns false when they
+// are not usable.
+func (s *Server) streamFilter(w http.ResponseWriter, r *http.Request) (Filter, bool) {
+	q := r.URL.Query()
+	var filter Filter
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"fence", &filter.FenceID}, {"device", &filter.DeviceID}} {
+		v := q.Get(f.name)
+		if v == "" {
+			continue // absent or empty: no filter
+		}
+		if !validID(w, f.name, v) {
+			return filter, false
+		}
+		*f.dst = v
+	}
+	if filter.FenceID != "" && !s.knownFence(w, r, filter.FenceID) {
+		return filter, false
+	}
+	return filter, true
+}
+
+// knownFence answers 404 (or 503 while the sources are incomplete) unless
+// the fence is in the catalogue or has occupancy: a stream filtered by a
+// misspelt id would otherwise stay silent forever.
+func (s *Server) knownFence(w http.ResponseWriter, r *http.Request, id string) bool {
+	snap := s.src.Fences.Snapshot()
+	if _, ok := snap.Get(id); ok {
+		return true
+	}
+	if ok, why := s.src.Ready.Ready(); !ok {
+		writeNotReady(w, why)
+		return false
+	}
+	occ, err := s.src.Occupancy.Fence(id)
+	if err != nil {
+		s.sourceError(w, r, err)
+		return false
+	}
+	if occ == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("fence %q is not in the catalogue (version %d) and has no occupancy", id, snap.Version()))
+		return false
+	}
+	return true
 }
 
 // sseLine keeps a value on one SSE line.

@@ -1,14 +1,20 @@
-// fenceview page: fences as SVG coloured by occupancy, a live trigger list,
-// and details on click. No dependencies, no network beyond this server.
+// fenceview page: the fences on a Leaflet map (basemap tiles from the
+// server's --tiles, none offline) coloured by occupancy, the recent and live
+// triggers, and a fence's settings, occupants and triggers on click. Leaflet
+// is vendored (/static/vendor/leaflet); nothing else is loaded from outside
+// but the basemap tiles, and the page works without them.
 "use strict";
 (function () {
-  const W = 1000, H = 700, PAD = 24, POLL_MS = 2000, MAX_TRIGGERS = 100;
-  const SVGNS = "http://www.w3.org/2000/svg";
+  const POLL_MS = 2000, MAX_TRIGGERS = 100, HISTORY = 50, FENCE_TRIGGERS = 10;
+  // A label shows only on a fence at least this many pixels across, and
+  // never over another label: small neighbouring fences at low zoom show
+  // their counts on hover and click instead.
+  const LABEL_MIN_PX = 26, LABEL_PAD_PX = 2, MAX_LABELS = 300;
   const $ = (id) => document.getElementById(id);
-  const state = { version: null, ids: "", shapes: new Map(), selected: null, maxCount: 1 };
+  const state = { version: null, ids: "", fences: new Map(), selected: null, maxCount: 1, fitted: false, tileErrors: 0 };
 
   function el(tag, attrs, text) {
-    const e = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+    const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
     if (text !== undefined) e.textContent = text;
     return e;
@@ -32,36 +38,35 @@
     return body;
   }
 
-  // Equirectangular projection fitted to the catalogue bounds: x scaled by
-  // cos(mid latitude) so shapes keep their proportions.
-  function projection(b) {
-    const k = Math.cos(((b.south + b.north) / 2) * Math.PI / 180);
-    const w = Math.max((b.east - b.west) * k, 1e-9), h = Math.max(b.north - b.south, 1e-9);
-    const s = Math.min((W - 2 * PAD) / w, (H - 2 * PAD) / h);
-    const ox = (W - w * s) / 2, oy = (H - h * s) / 2;
-    return {
-      xy: (lon, lat) => [ox + (lon - b.west) * k * s, oy + (b.north - lat) * s],
-      metres: (m) => (m / 111320) * s,
-    };
+  const map = L.map("map", { zoomSnap: 0.25, worldCopyJump: true, preferCanvas: false });
+  map.setView([52.52, 13.405], 11);
+  map.attributionControl.setPrefix('<a href="https://leafletjs.com">Leaflet</a>');
+  document.body.dataset.zoom = String(map.getZoom());
+  window.fenceview = { map }; // for the console and the browser test
+
+  async function loadConfig() {
+    const cfg = await getJSON("/v1/config");
+    document.body.dataset.tiles = cfg.tiles ? "on" : "none";
+    if (!cfg.tiles) return;
+    const layer = L.tileLayer(cfg.tiles, { attribution: cfg.tiles_attribution || "", maxZoom: 19, crossOrigin: false });
+    // Tiles that fail (offline, blocked) leave the map blank underneath:
+    // the fences, counts and panels work the same.
+    layer.on("tileerror", () => {
+      state.tileErrors++;
+      document.body.dataset.tileErrors = String(state.tileErrors);
+    });
+    layer.addTo(map);
   }
 
-  function ringPath(ring, p) {
-    return ring.map((pos, i) => {
-      const [x, y] = p.xy(pos[0], pos[1]);
-      return (i === 0 ? "M" : "L") + x.toFixed(1) + " " + y.toFixed(1);
-    }).join("") + "Z";
-  }
+  // [lon, lat] positions to Leaflet's [lat, lon].
+  const ll = (ring) => ring.map((p) => [p[1], p[0]]);
 
-  function shapeFor(f, p) {
+  function layerFor(f) {
     const g = f.geometry || {};
-    if (g.type === "Point") {
-      const [cx, cy] = p.xy(g.coordinates[0], g.coordinates[1]);
-      return { node: el("svg:circle", { class: "shape", cx: cx.toFixed(1), cy: cy.toFixed(1), r: Math.max(p.metres(f.radius_m), 4).toFixed(1) }), cx, cy };
-    }
-    const polys = g.type === "MultiPolygon" ? g.coordinates : g.type === "Polygon" ? [g.coordinates] : [];
-    const d = polys.map((poly) => poly.map((ring) => ringPath(ring, p)).join("")).join("");
-    const [x1, y1] = p.xy(f.bounds.west, f.bounds.north), [x2, y2] = p.xy(f.bounds.east, f.bounds.south);
-    return { node: el("svg:path", { class: "shape", d: d, "fill-rule": "evenodd" }), cx: (x1 + x2) / 2, cy: (y1 + y2) / 2 };
+    const style = { color: "#37474f", weight: 1, fillColor: "#ffffff", fillOpacity: 0.55, fillRule: "evenodd", className: "fence" };
+    if (g.type === "Point") return L.circle([g.coordinates[1], g.coordinates[0]], Object.assign({ radius: f.radius_m }, style));
+    if (g.type === "MultiPolygon") return L.polygon(g.coordinates.map((poly) => poly.map(ll)), style);
+    return L.polygon((g.coordinates || []).map(ll), style);
   }
 
   // white → orange → red, relative to the busiest fence.
@@ -75,28 +80,65 @@
     return "rgb(" + r + "," + g + "," + b + ")";
   }
 
-  function area(f) { return Math.abs((f.bounds.north - f.bounds.south) * (f.bounds.east - f.bounds.west)); }
-
   function render(list) {
-    const root = $("fences");
-    root.replaceChildren();
-    state.shapes.clear();
-    if (!list.bounds) return;
-    const p = projection(list.bounds);
+    for (const s of state.fences.values()) s.layer.remove();
+    state.fences.clear();
     // Large fences first, so small ones stay clickable on top.
-    const fences = list.fences.slice().sort((a, b) => area(b) - area(a));
-    for (const f of fences) {
-      const { node, cx, cy } = shapeFor(f, p);
-      const g = el("svg:g", { class: "fence", "data-fence-id": f.id, "data-count": String(f.count), tabindex: "0" });
-      const title = el("svg:title", {}, f.name + " (" + f.id + ")");
-      const label = el("svg:text", { x: cx.toFixed(1), y: cy.toFixed(1), class: "count-label" }, String(f.count));
-      g.append(node, title, label);
-      g.addEventListener("click", () => select(f.id));
-      g.addEventListener("keydown", (e) => { if (e.key === "Enter") select(f.id); });
-      root.append(g);
-      state.shapes.set(f.id, { g, node, label, title, name: f.name });
+    const area = (f) => Math.abs((f.bounds.north - f.bounds.south) * (f.bounds.east - f.bounds.west));
+    for (const f of list.fences.slice().sort((a, b) => area(b) - area(a))) {
+      const layer = layerFor(f);
+      layer.bindTooltip(String(f.count), { permanent: true, direction: "center", className: "count-label", interactive: false, opacity: 1 });
+      layer.on("click", () => select(f.id));
+      layer.addTo(map);
+      const path = layer.getElement();
+      path.setAttribute("data-fence-id", f.id);
+      path.setAttribute("data-count", String(f.count));
+      path.setAttribute("tabindex", "0");
+      path.addEventListener("keydown", (e) => { if (e.key === "Enter") select(f.id); });
+      const label = layer.getTooltip().getElement();
+      label.setAttribute("data-fence-id", f.id);
+      const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+      path.append(title);
+      state.fences.set(f.id, { layer, path, label, title, name: f.name, count: f.count });
     }
+    if (!state.fitted && list.bounds) {
+      const b = list.bounds;
+      map.fitBounds([[b.south, b.west], [b.north, b.east]], { padding: [16, 16] });
+      state.fitted = true;
+    }
+    placeLabels();
   }
+
+  // placeLabels shows a fence's count label only where it fits: on a fence
+  // wide enough on screen, not over a label already placed (busiest first).
+  function placeLabels() {
+    const view = map.getBounds().pad(0.1);
+    const cands = [];
+    for (const [id, s] of state.fences) {
+      const b = s.layer.getBounds();
+      let show = view.intersects(b);
+      if (show) {
+        const nw = map.latLngToContainerPoint(b.getNorthWest()), se = map.latLngToContainerPoint(b.getSouthEast());
+        show = Math.min(Math.abs(se.x - nw.x), Math.abs(se.y - nw.y)) >= LABEL_MIN_PX;
+        if (show) cands.push({ id, s, c: map.latLngToContainerPoint(b.getCenter()) });
+      }
+      if (!show) hideLabel(s);
+    }
+    cands.sort((a, b) => b.s.count - a.s.count || (a.id < b.id ? -1 : 1));
+    const placed = [];
+    for (const cand of cands) {
+      const w = 8 * String(cand.s.count).length + 12, h = 18;
+      const r = { x1: cand.c.x - w / 2 - LABEL_PAD_PX, y1: cand.c.y - h / 2 - LABEL_PAD_PX, x2: cand.c.x + w / 2 + LABEL_PAD_PX, y2: cand.c.y + h / 2 + LABEL_PAD_PX };
+      const clash = placed.length >= MAX_LABELS || placed.some((p) => r.x1 < p.x2 && p.x1 < r.x2 && r.y1 < p.y2 && p.y1 < r.y2);
+      if (clash) { hideLabel(cand.s); continue; }
+      placed.push(r);
+      cand.s.label.classList.remove("hidden");
+    }
+    document.body.dataset.zoom = String(map.getZoom());
+    document.body.dataset.labels = String(placed.length);
+  }
+  function hideLabel(s) { s.label.classList.add("hidden"); }
+  map.on("zoomend moveend", placeLabels);
 
   function updateCounts(list) {
     state.maxCount = Math.max(1, ...list.fences.map((f) => f.count));
@@ -104,18 +146,32 @@
     let total = 0;
     for (const f of list.fences) {
       total += f.count;
-      const s = state.shapes.get(f.id);
+      const s = state.fences.get(f.id);
       if (!s) continue;
-      s.g.setAttribute("data-count", String(f.count));
-      s.node.style.fill = colour(f.count);
-      s.label.textContent = String(f.count);
+      s.count = f.count;
+      s.path.setAttribute("data-count", String(f.count));
+      s.layer.setStyle({ fillColor: colour(f.count) });
+      s.layer.setTooltipContent(String(f.count));
       s.title.textContent = f.name + " (" + f.id + "): " + f.count + " inside";
     }
     $("summary").textContent = list.total + " fences · " + total + " inside · catalogue v" + list.catalogue_version;
   }
 
+  // The recent triggers, once: the list starts with what happened before
+  // the page was opened.
+  let historyLoaded = false;
+  async function loadHistory() {
+    const l = await getJSON("/v1/triggers?limit=" + HISTORY);
+    for (const t of l.triggers) addTrigger(t, true);
+    historyLoaded = true;
+    document.body.dataset.history = String(l.triggers.length);
+  }
+
+  let configLoaded = false;
   async function refresh() {
     try {
+      if (!configLoaded) { await loadConfig(); configLoaded = true; }
+      if (!historyLoaded) await loadHistory();
       let list = await getJSON("/v1/fences?limit=10000");
       const ids = list.fences.map((f) => f.id).join("\n");
       if (list.catalogue_version !== state.version || ids !== state.ids) {
@@ -126,6 +182,7 @@
         if (state.selected) markSelected(state.selected);
       }
       updateCounts(list);
+      placeLabels();
       setStatus("ready", false);
       document.body.dataset.loaded = "true";
     } catch (e) {
@@ -134,12 +191,47 @@
   }
 
   function markSelected(id) {
-    for (const [fid, s] of state.shapes) s.g.classList.toggle("selected", fid === id);
+    for (const [fid, s] of state.fences) {
+      const on = fid === id;
+      s.path.classList.toggle("selected", on);
+      s.layer.setStyle(on ? { color: "#0d47a1", weight: 3 } : { color: "#37474f", weight: 1 });
+      if (on) s.layer.bringToFront();
+    }
   }
 
   function kv(dl, k, v) { dl.append(el("dt", {}, k), el("dd", {}, v)); }
 
   function fmtTime(ms) { return ms ? new Date(ms).toLocaleString() : "–"; }
+
+  function fmtSeconds(s) {
+    if (s >= 3600 && s % 3600 === 0) return s / 3600 + " h";
+    if (s >= 60 && s % 60 === 0) return s / 60 + " min";
+    return s + " s";
+  }
+
+  function settingsList(st) {
+    const dl = el("dl", { id: "settings" });
+    const own = new Set(st.own || []);
+    const row = (key, label, value) => {
+      const dd = el("dd", { "data-setting": key, "data-own": String(own.has(key)) }, value);
+      dd.append(el("small", {}, own.has(key) ? " (fence)" : " (default)"));
+      dl.append(el("dt", {}, label), dd);
+    };
+    row("min_samples", "min samples", String(st.min_samples));
+    row("min_dwell_s", "min dwell", fmtSeconds(st.min_dwell_s));
+    row("hysteresis_m", "exit hysteresis", st.hysteresis_m + " m");
+    row("loiter_s", "DWELL after", fmtSeconds(st.loiter_s));
+    row("silence_timeout_s", "silence timeout", fmtSeconds(st.silence_timeout_s));
+    return dl;
+  }
+
+  function triggerItem(t) {
+    const li = el("li", { class: t.type, "data-trigger-id": t.trigger_id, "data-fence-id": t.fence_id, "data-device-id": t.device_id });
+    const when = el("time", { datetime: t.event_time || "" }, t.event_time_ms ? new Date(t.event_time_ms).toLocaleTimeString() : "");
+    const fence = state.fences.get(t.fence_id);
+    li.append(when, el("span", { class: "type" }, t.type), document.createTextNode(t.device_id + " → " + (fence ? fence.name : t.fence_id)));
+    return li;
+  }
 
   async function select(id) {
     state.selected = id;
@@ -148,26 +240,35 @@
     box.dataset.fenceId = id;
     $("device").replaceChildren();
     try {
-      const f = await getJSON("/v1/fences/" + encodeURIComponent(id));
+      const [f, trig] = await Promise.all([
+        getJSON("/v1/fences/" + encodeURIComponent(id)),
+        getJSON("/v1/triggers?limit=" + FENCE_TRIGGERS + "&fence=" + encodeURIComponent(id)),
+      ]);
       if (state.selected !== id) return;
       const dl = el("dl");
       kv(dl, "name", f.name || "–");
       kv(dl, "id", f.id);
-      kv(dl, "kind", f.kind || "–");
+      kv(dl, "kind", f.kind + (f.radius_m ? " (" + f.radius_m + " m)" : ""));
       kv(dl, "inside", String(f.count));
       kv(dl, "enters / exits", f.enters_total + " / " + f.exits_total);
       kv(dl, "dwells", String(f.dwells_total));
       kv(dl, "last change", fmtTime(f.last_change_ms));
       kv(dl, "partition", String(f.partition) + (f.lag_records !== undefined ? " (lag " + f.lag_records + ")" : ""));
       kv(dl, "catalogue", "v" + f.catalogue_version);
+      const parts = [dl];
+      if (f.settings) parts.push(el("h3", {}, "Debounce settings"), settingsList(f.settings));
       const ul = el("ul", { id: "devices" });
       for (const d of f.devices) {
         const li = el("li", { "data-device-id": d }, d);
         li.addEventListener("click", () => showDevice(d));
         ul.append(li);
       }
-      const head = el("h2", {}, "Inside" + (f.devices_truncated ? " (first " + f.devices.length + " of " + f.count + ")" : " (" + f.devices.length + ")"));
-      box.replaceChildren(dl, head, ul);
+      parts.push(el("h3", {}, "Inside" + (f.devices_truncated ? " (first " + f.devices.length + " of " + f.count + ")" : " (" + f.devices.length + ")")), ul);
+      const recent = el("ul", { id: "fence-triggers" });
+      for (const t of trig.triggers) recent.append(triggerItem(t));
+      if (!trig.triggers.length) recent.append(el("li", { class: "hint" }, "none recently"));
+      parts.push(el("h3", {}, "Recent triggers"), recent);
+      box.replaceChildren(...parts);
       box.dataset.count = String(f.count);
     } catch (e) {
       box.replaceChildren(el("p", { class: "hint" }, e.message));
@@ -185,25 +286,39 @@
       kv(dl, "last HLC", String(d.last_hlc));
       kv(dl, "pings / stale", d.pings + " / " + d.stale_pings);
       for (const f of d.fences) kv(dl, f.fence_name || f.fence_id, f.phase + (f.dwell_fired ? " · dwell" : ""));
-      box.replaceChildren(el("h2", {}, "Device"), dl);
+      box.replaceChildren(el("h3", {}, "Device"), dl);
       box.dataset.deviceId = id;
     } catch (e) {
       box.replaceChildren(el("p", { class: "hint" }, e.message));
     }
   }
 
-  function addTrigger(t) {
-    const li = el("li", { class: t.type, "data-trigger-id": t.trigger_id, "data-fence-id": t.fence_id, "data-device-id": t.device_id });
-    const when = el("time", { datetime: t.event_time || "" }, t.event_time_ms ? new Date(t.event_time_ms).toLocaleTimeString() : "");
-    const fence = state.shapes.get(t.fence_id);
-    li.append(when, el("span", { class: "type" }, t.type), document.createTextNode(t.device_id + " → " + (fence ? fence.name : t.fence_id)));
+  // Triggers shown, by id: history and stream may both carry one.
+  const shown = new Set();
+
+  // addTrigger shows t at the top (a live trigger) or, with older, at the
+  // bottom (history, newest first).
+  function addTrigger(t, older) {
+    if (shown.has(t.trigger_id)) return;
     const list = $("triggers");
-    list.prepend(li);
-    while (list.children.length > MAX_TRIGGERS) list.lastElementChild.remove();
-    if (fence) {
-      fence.g.classList.add("flash");
-      setTimeout(() => fence.g.classList.remove("flash"), 800);
+    if (older && list.children.length >= MAX_TRIGGERS) return;
+    shown.add(t.trigger_id);
+    const li = triggerItem(t);
+    if (older) {
+      list.append(li);
+      return;
     }
+    list.prepend(li);
+    while (list.children.length > MAX_TRIGGERS) {
+      shown.delete(list.lastElementChild.dataset.triggerId);
+      list.lastElementChild.remove();
+    }
+    const fence = state.fences.get(t.fence_id);
+    if (fence) {
+      fence.path.classList.add("flash");
+      setTimeout(() => fence.path.classList.remove("flash"), 800);
+    }
+    if (state.selected === t.fence_id) select(t.fence_id);
   }
 
   function stream() {
@@ -219,7 +334,7 @@
     es.addEventListener("trigger", (e) => {
       try { addTrigger(JSON.parse(e.data)); } catch (err) { /* ignore a malformed event */ }
     });
-    es.addEventListener("dropped", (e) => {
+    es.addEventListener("dropped", () => {
       $("stream-state").textContent = "live (some triggers dropped: too many to show)";
     });
   }
