@@ -582,7 +582,7 @@ func TestCheckStateCluster(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stateMarker), []byte(`{"cluster_id":"c1"}`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "fencestream-state.json"), []byte(`{"cluster_id":"c1"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkStateCluster(state, "c1"); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,10 +8,6 @@ import (
 
 	"github.com/fencestream/fencestream/processors/group"
 )
-
-// stateMarker is the file processors/group writes into every group's state
-// directory, naming the cluster the state was built from.
-const stateMarker = "fencestream-state.json"
 
 // errBrokerDataGone: the embedded broker has no data but local state exists.
 var errBrokerDataGone = errors.New("the embedded broker's data is gone but the local state was kept")
@@ -48,22 +43,8 @@ func checkStateCluster(stateDir, clusterID string) error {
 		if !e.IsDir() {
 			continue
 		}
-		path := filepath.Join(stateDir, e.Name(), stateMarker)
-		data, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // the group claims (or refuses) it when it starts
-		}
-		if err != nil {
-			return fmt.Errorf("state directory: %w", err)
-		}
-		var m struct {
-			ClusterID string `json:"cluster_id"`
-		}
-		if err := json.Unmarshal(data, &m); err != nil {
-			return fmt.Errorf("%w: %s is unreadable (%v)", group.ErrStateMismatch, path, err)
-		}
-		if m.ClusterID != clusterID {
-			return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q", group.ErrStateMismatch, filepath.Dir(path), m.ClusterID, clusterID)
+		if err := group.CheckStateDir(filepath.Join(stateDir, e.Name()), clusterID); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -312,6 +312,30 @@ type stateMarker struct {
 
 const markerFile = "fencestream-state.json"
 
+// CheckStateDir reports whether the state a group keeps in dir was built
+// from cluster clusterID, without claiming the directory: nil when dir holds
+// no marker yet (the group claims it when it starts), an ErrStateMismatch
+// naming both clusters otherwise. A binary can refuse mismatched state before
+// it announces anything.
+func CheckStateDir(dir, clusterID string) error {
+	path := filepath.Join(dir, markerFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	var m stateMarker
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+	}
+	if m.ClusterID != clusterID {
+		return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q", ErrStateMismatch, dir, m.ClusterID, clusterID)
+	}
+	return nil
+}
+
 // claimStateDir records which cluster the state in dir belongs to, and refuses a
 // directory built from another cluster: Goka would otherwise fail later with a
 // cryptic offset error, or silently mix two clusters' state.
