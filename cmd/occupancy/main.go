@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
@@ -72,7 +71,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 	if err != nil {
 		return err
 	}
-	slog.SetDefault(log) // the lag reporter logs to the default logger
 	topo, err := pf.Topology()
 	if err != nil {
 		return err

@@ -1,31 +1,34 @@
 package group
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics shared by every group; binaries serve the default registry on /metrics.
+// Metrics shared by every group. They are created unregistered and
+// registered on the Registerer a processor is built with (default
+// prometheus.DefaultRegisterer, which the binaries serve on /metrics).
 var (
-	recordsProcessed = promauto.NewCounterVec(prometheus.CounterOpts{
+	recordsProcessed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_records_processed_total",
 		Help: "Records handed to a group's callbacks, per input topic and partition (the per-partition counts give skew).",
 	}, []string{"group", "topic", "partition"})
-	deadLetters = promauto.NewCounterVec(prometheus.CounterOpts{
+	deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_deadletters_total",
 		Help: "Records routed to the dead-letter topic, by reason.",
 	}, []string{"group", "topic", "reason"})
-	hlcStale = promauto.NewCounterVec(prometheus.CounterOpts{
+	hlcStale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_hlc_stale_total",
 		Help: "Records whose HLC did not increase for their key (decrease: out of order; duplicate: same HLC); not applied.",
 	}, []string{"group", "topic", "kind"})
-	replays = promauto.NewCounterVec(prometheus.CounterOpts{
+	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_replayed_inputs_total",
 		Help: "Inputs already applied to their key's state (a redelivery after a crash or takeover, or an exact replay), by result: re-emitted (its recorded outputs were produced again), no-outputs (it had none), beyond-window (too old to replay; its effect is in the state).",
 	}, []string{"group", "topic", "result"})
-	stateUndecodable = promauto.NewCounterVec(prometheus.CounterOpts{
+	stateUndecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_state_undecodable_total",
 		Help: "Group-table values that could not be decoded and were reset.",
 	}, []string{"group"})
@@ -43,3 +46,24 @@ const (
 	ReasonStale       = "stale"
 	ReasonFutureHLC   = "future-hlc"
 )
+
+// collectors are every metric the kit exports.
+func collectors() []prometheus.Collector {
+	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable,
+		partitionRecords, topicSkew, topicSkewAlert, recovery}
+}
+
+// RegisterMetrics registers the kit's metrics on reg. Registering them again
+// on the same registerer is harmless; Processor and RunSkewReporter call it.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	for _, c := range collectors() {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				continue
+			}
+			return fmt.Errorf("registering the kit's metrics: %w", err)
+		}
+	}
+	return nil
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,15 +17,15 @@ import (
 )
 
 var (
-	partitionRecords = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	partitionRecords = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_partition_records",
 		Help: "Records held by each partition of a topic, from broker offsets (end - start).",
 	}, []string{"topic", "partition"})
-	topicSkew = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	topicSkew = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_topic_skew",
 		Help: "Max over partitions / mean over partitions of a topic's records; above 3 is an alert.",
 	}, []string{"topic"})
-	topicSkewAlert = promauto.NewGaugeVec(prometheus.GaugeOpts{
+	topicSkewAlert = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_topic_skew_alert",
 		Help: "1 when a topic's skew is above the alert threshold (3), else 0.",
 	}, []string{"topic"})
@@ -42,6 +41,9 @@ const minSkewMean = 10
 func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, every time.Duration, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
+	}
+	if err := RegisterMetrics(prometheus.DefaultRegisterer); err != nil {
+		return err
 	}
 	kopts, err := cl.Kgo()
 	if err != nil {
@@ -95,13 +97,11 @@ var running sync.Map // *Processor → struct{}
 
 type recoveryCollector struct{ remaining, recovered *prometheus.Desc }
 
-func init() {
-	prometheus.MustRegister(recoveryCollector{
-		remaining: prometheus.NewDesc("fencestream_table_recovery_remaining_records",
-			"Records of a group-table partition still to recover (hwm - offset); 0 once recovered.", []string{"group", "partition", "mode"}, nil),
-		recovered: prometheus.NewDesc("fencestream_table_recovered",
-			"1 when a group-table partition of this instance has recovered (active or hot standby).", []string{"group", "partition", "mode"}, nil),
-	})
+var recovery = recoveryCollector{
+	remaining: prometheus.NewDesc("fencestream_table_recovery_remaining_records",
+		"Records of a group-table partition still to recover (hwm - offset); 0 once recovered.", []string{"group", "partition", "mode"}, nil),
+	recovered: prometheus.NewDesc("fencestream_table_recovered",
+		"1 when a group-table partition of this instance has recovered (active or hot standby).", []string{"group", "partition", "mode"}, nil),
 }
 
 func (c recoveryCollector) Describe(ch chan<- *prometheus.Desc) {

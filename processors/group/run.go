@@ -16,6 +16,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/tester"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -37,7 +38,12 @@ type runConfig struct {
 	maxSkew      time.Duration
 	now          func() time.Time
 	onReady      func(*Processor)
+	registerer   prometheus.Registerer
 }
+
+// Registerer sets where the kit's metrics are registered (default
+// prometheus.DefaultRegisterer).
+func Registerer(reg prometheus.Registerer) Opt { return func(c *runConfig) { c.registerer = reg } }
 
 // DefaultMaxSkew is how far ahead of the wall clock an input's HLC may be
 // before it is dead-lettered as future-hlc, by default. Devices' clocks drift by
@@ -140,7 +146,7 @@ func (p *Processor) WaitForReadyContext(ctx context.Context) error {
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}
+	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -153,6 +159,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
 	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now}
+	if err := RegisterMetrics(cfg.registerer); err != nil {
+		return nil, fmt.Errorf("group %s: %w", g.name, err)
+	}
 	gg, err := g.Graph()
 	if err != nil {
 		return nil, err

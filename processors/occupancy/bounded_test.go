@@ -456,7 +456,10 @@ func TestBigFenceThroughGroup(t *testing.T) {
 			if !ok {
 				break
 			}
-			occ := v.(*geofencepb.Occupancy)
+			occ, err := group.StateOf[geofencepb.Occupancy](v)
+			if err != nil {
+				t.Fatal(err)
+			}
 			sum += occ.Count - counts[key]
 			counts[key] = occ.Count
 			if writes++; writes%97 == 0 {

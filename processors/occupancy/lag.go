@@ -166,13 +166,16 @@ func (r LagReport) Export() {
 // RunLagReporter measures the lag every interval and exports it as the gauge
 // fencestream_occupancy_lag_records{topic,partition} until ctx ends (then it
 // returns nil). A failed measurement is logged and retried at the next tick;
-// only an unusable cluster configuration is returned as an error. It logs to
-// slog.Default().
-func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration) error {
+// only an unusable cluster configuration is returned as an error. log nil
+// means slog.Default().
+func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration, log *slog.Logger) error {
 	if every <= 0 {
 		return fmt.Errorf("occupancy lag: interval must be positive, got %v", every)
 	}
-	log := slog.Default().With("group", topology.GroupOccupancy)
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("group", topology.GroupOccupancy)
 	adm, closeFn, err := admin(cl)
 	if err != nil {
 		return err

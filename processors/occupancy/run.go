@@ -98,7 +98,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		return nil
 	})
 	if rc.LagEvery > 0 {
-		eg.Go(func() error { return RunLagReporter(ctx, cl, rc.LagEvery) })
+		eg.Go(func() error { return RunLagReporter(ctx, cl, rc.LagEvery, log) })
 	}
 	if err := eg.Wait(); err != nil {
 		return fmt.Errorf("occupancy: %w", err)

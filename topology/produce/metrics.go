@@ -4,29 +4,41 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/topology"
 )
 
 var (
-	recordsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	recordsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_producer_records_total",
 		Help: "Records the broker acknowledged, by topic.",
 	}, []string{"topic"})
-	errorsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_producer_errors_total",
 		Help: "Records the client failed to deliver, by topic.",
 	}, []string{"topic"})
-	rejectedKeysTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	rejectedKeysTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_producer_rejected_keys_total",
 		Help: "Records refused before sending because of their key, by topic and reason (empty, invalid_utf8, too_long).",
 	}, []string{"topic", "reason"})
-	hotKeysTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+	hotKeysTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_hot_keys_total",
 		Help: "Hot-key decisions, by topic and decision (salted: split, per-key order lost; reported: order kept).",
 	}, []string{"topic", "decision"})
 )
+
+// registerMetrics registers the producer's metrics on reg (again: harmless).
+func registerMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{recordsTotal, errorsTotal, rejectedKeysTotal, hotKeysTotal} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // Reason label values of fencestream_producer_rejected_keys_total.
 const (

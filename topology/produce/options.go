@@ -3,6 +3,7 @@ package produce
 import (
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math"
 	"time"
@@ -52,12 +53,14 @@ type config struct {
 	linger      time.Duration
 	lingerSet   bool
 	closeWait   time.Duration
+	registerer  prometheus.Registerer
 }
 
 func defaultConfig() config {
 	return config{
-		keyLimit:  topology.MaxKeyBytes,
-		closeWait: DefaultCloseTimeout,
+		keyLimit:   topology.MaxKeyBytes,
+		registerer: prometheus.DefaultRegisterer,
+		closeWait:  DefaultCloseTimeout,
 		hot: HotKeyPolicy{
 			Threshold:   DefaultHotKeyThreshold,
 			Window:      DefaultHotKeyWindow,
@@ -125,6 +128,12 @@ const DefaultCloseTimeout = 30 * time.Second
 // acknowledged, overriding DefaultCloseTimeout. Goka's emitter would otherwise
 // wait for as long as the client keeps retrying.
 func WithCloseTimeout(d time.Duration) Opt { return opt{func(cfg *config) { cfg.closeWait = d }} }
+
+// WithRegisterer sets where the producer's metrics are registered (default
+// prometheus.DefaultRegisterer).
+func WithRegisterer(reg prometheus.Registerer) Opt {
+	return opt{func(cfg *config) { cfg.registerer = reg }}
+}
 
 func (c *config) validate() error {
 	var errs []error

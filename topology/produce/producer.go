@@ -56,6 +56,9 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("produce: %w", err)
 	}
+	if err := registerMetrics(cfg.registerer); err != nil {
+		return nil, fmt.Errorf("produce: metrics: %w", err)
+	}
 	if topic.Name == "" || topic.Partitions <= 0 {
 		return nil, fmt.Errorf("produce: topic %q is not a declared topic (partitions %d)", topic.Name, topic.Partitions)
 	}
