@@ -53,6 +53,7 @@ const (
 	EdgeEmit      EdgeKind = "emit"      // produced to
 	EdgeLoop      EdgeKind = "loop"      // Goka loopback: produced to and consumed by the same group
 	EdgeTable     EdgeKind = "table"     // the group table (state)
+	EdgeTimers    EdgeKind = "timers"    // the kit's timer ticks: produced to and consumed by the same group
 )
 
 // Flow is a path of data inside a processor: records of From lead to writes to To.
@@ -71,7 +72,10 @@ type Processor struct {
 	Emits     []string
 	Loop      string // loop topic, if the group uses Goka's Loopback
 	Table     string // group table topic, if the group keeps state
-	Flows     []Flow
+	// Timers is the group's kit-owned timer topic, Group+"-timers", if its
+	// handlers set timers (processors/group timers, windows, state TTL).
+	Timers string
+	Flows  []Flow
 	Doc       string
 }
 
@@ -195,6 +199,12 @@ func (t *Topology) Validate() error {
 		if p.Table != "" && p.Table != p.Group+"-table" {
 			bad(where, ErrBadDeclaration, "table must be named %q (Goka's naming), got %q", p.Group+"-table", p.Table)
 		}
+		if p.Timers != "" && p.Timers != TimersTopicName(p.Group) {
+			bad(where, ErrBadDeclaration, "timers topic must be named %q, got %q", TimersTopicName(p.Group), p.Timers)
+		}
+		if p.Timers != "" && p.Table == "" {
+			bad(where, ErrBadDeclaration, "timers live in the group table: a group with timers needs a table")
+		}
 		if p.Loop != "" && p.Loop != p.Group+"-loop" {
 			bad(where, ErrBadDeclaration, "loop must be named %q (Goka's naming), got %q", p.Group+"-loop", p.Loop)
 		}
@@ -277,6 +287,9 @@ func (p Processor) edges() []edge {
 	if p.Table != "" {
 		out = append(out, edge{EdgeTable, p.Table})
 	}
+	if p.Timers != "" {
+		out = append(out, edge{EdgeTimers, p.Timers})
+	}
 	return out
 }
 
@@ -287,6 +300,9 @@ func (p Processor) copartitioned() []string {
 	}
 	if p.Table != "" {
 		out = append(out, p.Table)
+	}
+	if p.Timers != "" {
+		out = append(out, p.Timers)
 	}
 	return out
 }

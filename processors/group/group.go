@@ -29,15 +29,24 @@ type Group[S any, PS codecs.Message[S]] struct {
 	loop       bool
 	loopTopic  string
 	err        error
+	// Timers (timers.go): whether the timer edges are in, the handlers, the
+	// partitions' stream time and the ticks in flight.
+	timers    bool
+	onTimer   func(*Context[S, PS], Timer) error
+	kitTimers map[string]func(*Context[S, PS], Timer) error
+	clock     *streamClock
+	pending   *pendingTicks
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
 }
 
 // runtime is what callbacks read of the processor's options.
 type runtime struct {
-	window  int
-	maxSkew time.Duration
-	now     func() time.Time
+	window     int
+	maxSkew    time.Duration
+	now        func() time.Time
+	maxTimers  int
+	timerEvery time.Duration
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -47,7 +56,8 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}}
+		clock: newStreamClock(), pending: &pendingTicks{},
+		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
 	decl, ok := topo.Processor(name)
 	if !ok {
 		g.err = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
@@ -74,7 +84,8 @@ func (g *Group[S, PS]) Name() string { return g.name }
 type StreamOpt[M any, PM codecs.Message[M]] func(*streamConfig[M, PM])
 
 type streamConfig[M any, PM codecs.Message[M]] struct {
-	hlc func(PM) uint64
+	hlc       func(PM) uint64
+	eventTime func(PM) time.Time
 }
 
 // OrderedByHLC declares that hlc(msg) is the input's hybrid logical clock
@@ -165,6 +176,12 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 				return
 			}
 		}
+		if sc.eventTime != nil {
+			c.eventTime = sc.eventTime(msg)
+			g.clock.observe(c.Partition(), c.eventTime.UnixMilli(), g.rt.now())
+		} else {
+			g.clock.touch(c.Partition(), g.rt.now())
+		}
 		if c.replayed(seq, ordered) {
 			return
 		}
@@ -219,6 +236,9 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 	}
 	if !emits[g.deadLetter] {
 		problems = append(problems, fmt.Sprintf("declaration does not list the dead-letter topic %s under Emits: every group dead-letters bad input, so add it (and a flow from each input to it)", g.deadLetter))
+	}
+	if g.timers != (g.decl.Timers != "") {
+		problems = append(problems, fmt.Sprintf("timers used=%v but declared timer topic=%q", g.timers, g.decl.Timers))
 	}
 	if g.loop != (g.decl.Loop != "") {
 		problems = append(problems, fmt.Sprintf("loop registered=%v but declared loop=%q", g.loop, g.decl.Loop))
