@@ -76,7 +76,7 @@ type Processor struct {
 	// handlers set timers (processors/group timers, windows, state TTL).
 	Timers string
 	Flows  []Flow
-	Doc       string
+	Doc    string
 }
 
 // Boundary declares a re-key: the ordering guarantee of From's key ends here, and

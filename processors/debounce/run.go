@@ -26,8 +26,8 @@ type RunConfig struct {
 	// MaxClockSkew is how far ahead of the wall clock a ping's HLC may be
 	// (0: group.DefaultMaxSkew).
 	MaxClockSkew time.Duration
-	Defaults   Settings
-	Log        *slog.Logger
+	Defaults     Settings
+	Log          *slog.Logger
 	// Started, if set, is called with the processor once it is ready.
 	Started func(*group.Processor)
 	// Catalogue, if set, is a catalogue the caller keeps in step with the
