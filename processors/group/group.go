@@ -36,6 +36,7 @@ type Group[S any, PS codecs.Message[S]] struct {
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	clock     *streamClock
 	pending   *pendingTicks
+	ttl       time.Duration // StateTTL; 0: keys never expire
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
 }
@@ -189,6 +190,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		if err := handle(c, msg); err != nil {
 			c.DeadLetter(ReasonInvalid, err)
 		}
+		g.touchTTL(c)
 		c.commit(seq, ordered)
 	}
 }
