@@ -36,7 +36,7 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 		o(&cfg)
 	}
 	n := cfg.partitions
-	return &Topology{
+	t := &Topology{
 		Name: "geofence",
 		Topics: []Topic{
 			{Name: TopicPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: n, Cleanup: CleanupDelete,
@@ -99,4 +99,9 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 			Lag:       "the fence-keyed stream lags the device stream independently; occupancy dedupes by trigger_id and per-(fence, device) HLC so counts stay exact",
 		}},
 	}
+	vt, vp, vb := visits(n)
+	t.Topics = append(t.Topics, vt...)
+	t.Processors = append(t.Processors, vp...)
+	t.Boundaries = append(t.Boundaries, vb...)
+	return t
 }
