@@ -42,25 +42,27 @@ func newStreamClock() *streamClock { return &streamClock{parts: map[int32]*parti
 func (s *streamClock) observe(p int32, eventMs int64, wall time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pc := s.parts[p]
-	if pc == nil {
-		pc = &partitionClock{}
-		s.parts[p] = pc
-	}
+	pc := s.part(p, wall)
 	pc.watermarkMs = max(pc.watermarkMs, min(eventMs, wall.UnixMilli()))
 	pc.lastWall = wall
+}
+
+// part returns partition p's clock, created at wall (the first look counts as
+// activity, so a partition is idle only after a full idle period); s.mu held.
+func (s *streamClock) part(p int32, wall time.Time) *partitionClock {
+	pc := s.parts[p]
+	if pc == nil {
+		pc = &partitionClock{lastWall: wall}
+		s.parts[p] = pc
+	}
+	return pc
 }
 
 // touch notes a record on p without event time: the partition is busy.
 func (s *streamClock) touch(p int32, wall time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pc := s.parts[p]
-	if pc == nil {
-		pc = &partitionClock{}
-		s.parts[p] = pc
-	}
-	pc.lastWall = wall
+	s.part(p, wall).lastWall = wall
 }
 
 // now is partition p's stream time in Unix milliseconds, as timers see it at
@@ -71,11 +73,7 @@ func (s *streamClock) touch(p int32, wall time.Time) {
 func (s *streamClock) now(p int32, wall time.Time) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pc := s.parts[p]
-	if pc == nil {
-		pc = &partitionClock{lastWall: wall}
-		s.parts[p] = pc
-	}
+	pc := s.part(p, wall)
 	if s.idle > 0 && wall.Sub(pc.lastWall) >= s.idle {
 		pc.watermarkMs = max(pc.watermarkMs, wall.UnixMilli())
 	}

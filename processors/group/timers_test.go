@@ -97,10 +97,7 @@ func (h *timerHarness) setWall(t time.Time) { h.mu.Lock(); h.wall = t; h.mu.Unlo
 // "key/timer@ms-after-base".
 func (h *timerHarness) fire(t *testing.T) []string {
 	t.Helper()
-	if err := h.proc.FireTimers(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h.tt.Catchup()
+	fireTimers(t, h.tt, h.proc)
 	var got []string
 	for {
 		k, v, ok := h.out.Next()
@@ -229,6 +226,15 @@ func TestTimersNeedDeclaredTopic(t *testing.T) {
 	if err := topo.Validate(); err == nil {
 		t.Fatal("a misnamed timer topic validated")
 	}
+}
+
+// fireTimers looks for due timers once and lets the ticks run.
+func fireTimers(t *testing.T, tt *tester.Tester, proc *group.Processor) {
+	t.Helper()
+	if err := proc.FireTimers(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tt.Catchup()
 }
 
 func (h *timerHarness) state(t *testing.T, key string) *state {

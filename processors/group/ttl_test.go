@@ -36,12 +36,7 @@ func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 	ping := func(key string, at time.Duration) {
 		tt.Consume(topicIn, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base + at.Milliseconds()})
 	}
-	fire := func() {
-		if err := proc.FireTimers(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		tt.Catchup()
-	}
+	fire := func() { fireTimers(t, tt, proc) }
 	ping("old", 0)
 	ping("old", 10*time.Minute) // expires at 01:10
 	ping("busy", 0)

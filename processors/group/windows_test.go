@@ -84,10 +84,7 @@ func (h *windowHarness) add(key string, at time.Duration, value, lon float64) {
 
 func (h *windowHarness) closed(t *testing.T) []string {
 	t.Helper()
-	if err := h.proc.FireTimers(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h.tt.Catchup()
+	fireTimers(t, h.tt, h.proc)
 	var got []string
 	for {
 		k, v, ok := h.out.Next()

@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -86,10 +87,7 @@ func TestRestartInTheMiddle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vctx, vcancel := context.WithCancel(context.Background())
-	vdone := make(chan error, 1)
-	go func() { vdone <- view.Run(vctx) }()
-	t.Cleanup(func() { vcancel(); <-vdone })
+	grouptest.RunView(t, view)
 	hours := func(fence string) string {
 		st, err := view.Get(fence)
 		if err != nil || st == nil {
