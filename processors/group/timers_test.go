@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -244,4 +245,36 @@ func (h *timerHarness) state(t *testing.T, key string) *state {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// BenchmarkTimerLook measures one look for due timers (FireTimers) over
+// 10,000 keys whose timers are not due: the cost every TimerInterval pays per
+// key of an instance's partitions (Goka's tester, in-memory storage).
+func BenchmarkTimerLook(b *testing.B) {
+	const keys = 10_000
+	tt := tester.New(b)
+	g := group.New[state](timerTopology(1), testGroup, quiet)
+	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+		return c.SetTimer("t", c.EventTime().Add(time.Hour), group.StreamClock)
+	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return time.UnixMilli(base) }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := range keys {
+		tt.Consume(topicIn, fmt.Sprintf("k%d", i), &geofencepb.Ping{DeviceTimeMs: base})
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := proc.FireTimers(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/key")
 }
