@@ -180,7 +180,9 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		if sc.eventTime != nil {
 			c.eventTime = sc.eventTime(msg)
 			g.clock.observe(c.Partition(), c.eventTime.UnixMilli(), g.rt.now())
-		} else {
+		} else if g.decl.Timers == "" || c.Topic() != g.decl.Timers {
+			// Ticks are not activity: an idle partition must stay idle
+			// while its timers fire.
 			g.clock.touch(c.Partition(), g.rt.now())
 		}
 		if c.replayed(seq, ordered) {

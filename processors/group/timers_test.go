@@ -278,3 +278,20 @@ func BenchmarkTimerLook(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/keys, "ns/key")
 }
+
+// Ticks do not count as activity: once idle, a partition's stream time keeps
+// following the wall clock while its timers fire.
+func TestIdlePartitionStaysIdleWhileTimersFire(t *testing.T) {
+	h := newTimerHarness(t, group.IdleStreamTime(5*time.Minute))
+	h.ping("d1", 0, base)           // silence at 00:01
+	h.ping("d2", 0, base+11*60_000) // silence at 00:12 (its event time is ahead of the wall clock)
+	h.setWall(time.UnixMilli(base).Add(10 * time.Minute))
+	if got := h.fire(t); strings.Join(got, ",") != "d1/silence@1m0s" {
+		t.Fatalf("fired %v", got)
+	}
+	// Three minutes after d1's tick: still idle since the last ping.
+	h.setWall(time.UnixMilli(base).Add(13 * time.Minute))
+	if got := h.fire(t); strings.Join(got, ",") != "d2/silence@12m0s" {
+		t.Fatalf("fired %v: the tick of the last look made the partition look busy", got)
+	}
+}
