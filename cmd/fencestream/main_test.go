@@ -323,6 +323,7 @@ func TestRunStopResume(t *testing.T) {
 	url := p1.waitOutput(t, reURL, startDeadline)[1]
 	broker := p1.waitOutput(t, reKafka, startDeadline)[1]
 	waitServing(t, p1, url)
+	var top string
 	poll(t, p1, startDeadline, "occupancy above 0", func() (bool, string) {
 		code, body, err := get(url + "v1/fences?sort=count&order=desc&limit=3")
 		if err != nil {
@@ -332,7 +333,29 @@ func TestRunStopResume(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, &fl) != nil || len(fl.Fences) == 0 {
 			return false, fmt.Sprintf("status %d: %.200s", code, body)
 		}
+		top = fl.Fences[0].ID
 		return fl.Fences[0].Count > 0, fmt.Sprintf("top fence %s count %d", fl.Fences[0].ID, fl.Fences[0].Count)
+	})
+	// The visits processor runs beside them: the fence's ENTERs reach its
+	// hourly window, served by fenceview.
+	poll(t, p1, startDeadline, "ENTERs in the visits of "+top, func() (bool, string) {
+		code, body, err := get(url + "v1/fences/" + top + "/visits")
+		if err != nil {
+			return false, err.Error()
+		}
+		var v struct {
+			Hours []struct {
+				Enters int64 `json:"enters"`
+			} `json:"hours"`
+		}
+		if code != 200 || json.Unmarshal(body, &v) != nil {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		n := int64(0)
+		for _, h := range v.Hours {
+			n += h.Enters
+		}
+		return n > 0, fmt.Sprintf("%.300s", body)
 	})
 	insideAfterRun1 := inside(t, readTriggers(t, broker))
 	if len(insideAfterRun1) == 0 {
