@@ -126,9 +126,9 @@ func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 
 // Visitor registers a named visit over every key of the group table
 // (Processor.VisitAll); meta is what VisitAll was given. A visit may change the
-// key's state, but has no input a redelivery could replay: work that emits
-// should Loopback a record and do it in the loop handler, where the kit makes it
-// effectively-once.
+// key's state, but has no input a redelivery could replay: time-driven work that
+// emits belongs in a timer (Context.SetTimer, OnTimer), which runs as a record
+// and is effectively-once.
 func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) {
 	g.edges = append(g.edges, goka.Visitor(name, func(gctx goka.Context, meta any) {
 		c := &Context[S, PS]{g: gctx, grp: g}
