@@ -49,8 +49,9 @@
 // A stream declared with EventTime moves its partition's stream time: the
 // highest event time applied there (an event time ahead of the wall clock
 // counts only up to it). Stream time lives in memory, per instance: it is the
-// watermark of the partition at processing time, unknown (0) after a start
-// until the next record, and — with IdleStreamTime — the wall clock once the
+// watermark of the partition at processing time, unknown (0) after a start or
+// a takeover until the next record (so stream-time timers may fire later,
+// never earlier), and — with IdleStreamTime — the wall clock once the
 // partition has been idle that long.
 //
 // Handlers set per-key timers on stream time or on the wall clock
