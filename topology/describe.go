@@ -29,6 +29,9 @@ func (t *Topology) Describe() string {
 		if len(p.Lookups) > 0 {
 			fmt.Fprintf(&b, "    looks up (any key, every instance): %s\n", strings.Join(p.Lookups, ", "))
 		}
+		if p.Timers != "" {
+			fmt.Fprintf(&b, "    timers (kit-owned, fired by stream time or wall clock): %s\n", p.Timers)
+		}
 		for _, f := range p.Flows {
 			from, _ := t.Topic(f.From)
 			to, _ := t.Topic(f.To)
@@ -79,6 +82,9 @@ func (t *Topology) Mermaid() string {
 		}
 		if p.Loop != "" {
 			fmt.Fprintf(&b, "  t_%s --> p_%s\n", id(p.Loop), id(p.Group))
+		}
+		if p.Timers != "" {
+			fmt.Fprintf(&b, "  t_%s -->|timers| p_%s\n", id(p.Timers), id(p.Group))
 		}
 		for _, f := range p.Flows {
 			to := f.To

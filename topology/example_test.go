@@ -80,9 +80,15 @@ func ExampleGeofence() {
 	// fences          key=fence_id   partitions=1  compact
 	// fence-triggers  key=device_id  partitions=24 delete
 	// debouncer-table key=device_id  partitions=24 compact
-	// debouncer-loop  key=device_id  partitions=24 delete
+	// debouncer-timers key=device_id  partitions=24 delete
 	// occupancy-loop  key=fence_id   partitions=24 delete
 	// occupancy-table key=fence_id   partitions=24 compact
 	// deadletter      key=original key partitions=24 delete
 	// hot-keys        key=topic/key  partitions=1  compact
+	// fence-visits    key=device_id  partitions=24 delete
+	// visits-table    key=device_id  partitions=24 compact
+	// visits-timers   key=device_id  partitions=24 delete
+	// visit-stats-loop key=fence_id   partitions=24 delete
+	// visit-stats-table key=fence_id   partitions=24 compact
+	// visit-stats-timers key=fence_id   partitions=24 delete
 }

@@ -3,17 +3,19 @@ package topology
 // Topic and group names of the geofencing pipeline. Table and loop names follow
 // Goka's "<group>-table" / "<group>-loop" convention.
 const (
-	TopicPings         = "pings"
-	TopicFences        = "fences"
-	TopicTriggers      = "fence-triggers"
-	TopicDeadLetter    = "deadletter"
-	TopicHotKeys       = "hot-keys"
-	GroupDebouncer     = "debouncer"
-	TopicDebouncer     = GroupDebouncer + "-table"
-	TopicDebouncerLoop = GroupDebouncer + "-loop"
-	GroupOccupancy     = "occupancy"
-	TopicOccupancyLoop = GroupOccupancy + "-loop"
-	TopicOccupancy     = GroupOccupancy + "-table"
+	TopicPings      = "pings"
+	TopicFences     = "fences"
+	TopicTriggers   = "fence-triggers"
+	TopicDeadLetter = "deadletter"
+	TopicHotKeys    = "hot-keys"
+	GroupDebouncer  = "debouncer"
+	TopicDebouncer  = GroupDebouncer + "-table"
+	// TopicDebouncerTimers carries the kit's timer ticks of the debouncer
+	// (device silence timeouts).
+	TopicDebouncerTimers = GroupDebouncer + "-timers"
+	GroupOccupancy       = "occupancy"
+	TopicOccupancyLoop   = GroupOccupancy + "-loop"
+	TopicOccupancy       = GroupOccupancy + "-table"
 )
 
 // GeofenceOpt changes the declared geofencing topology.
@@ -34,7 +36,7 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 		o(&cfg)
 	}
 	n := cfg.partitions
-	return &Topology{
+	t := &Topology{
 		Name:            "geofence",
 		KeyedPartitions: n,
 		Topics: []Topic{
@@ -47,8 +49,7 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Doc: "debounced ENTER/EXIT/DWELL per device, in device order"},
 			{Name: TopicDebouncer, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: n, Cleanup: CleanupCompact,
 				Doc: "debounce state per device, co-located with the device's pings partition"},
-			{Name: TopicDebouncerLoop, Key: "device_id", Value: "fencestream.kit.v1.Tick", Partitions: n, Cleanup: CleanupDelete,
-				Doc: "the debouncer's silence ticks: the sweep decides a device is silent, the loop applies it, so a crash cannot lose a TIMEOUT exit"},
+			TimersTopic(GroupDebouncer, "device_id", n),
 			// Salting: a fence too big for one bounded record is spread over
 			// fence_id#n parts (decided per record, recorded in hot-keys); its
 			// count needs no order across devices.
@@ -67,15 +68,15 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 				Streams:   []string{TopicPings},
 				Broadcast: []string{TopicFences},
 				Emits:     []string{TopicTriggers, TopicDeadLetter},
-				Loop:      TopicDebouncerLoop,
 				Table:     TopicDebouncer,
+				Timers:    TopicDebouncerTimers,
 				Flows: []Flow{
 					{From: TopicPings, To: TopicDebouncer},
 					{From: TopicPings, To: TopicTriggers},
 					{From: TopicPings, To: TopicDeadLetter},
-					{From: TopicDebouncerLoop, To: TopicDebouncer},
-					{From: TopicDebouncerLoop, To: TopicTriggers},
-					{From: TopicDebouncerLoop, To: TopicDeadLetter},
+					{From: TopicDebouncerTimers, To: TopicDebouncer},
+					{From: TopicDebouncerTimers, To: TopicTriggers},
+					{From: TopicDebouncerTimers, To: TopicDeadLetter},
 				},
 				Doc: "debounces pings into triggers; state per device",
 			},
@@ -103,4 +104,9 @@ func Geofence(opts ...GeofenceOpt) *Topology {
 			Lag:       "the fence-keyed stream lags the device stream independently; occupancy dedupes by trigger_id and per-(fence, device) HLC so counts stay exact",
 		}},
 	}
+	vt, vp, vb := visits(n)
+	t.Topics = append(t.Topics, vt...)
+	t.Processors = append(t.Processors, vp...)
+	t.Boundaries = append(t.Boundaries, vb...)
+	return t
 }

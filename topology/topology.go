@@ -55,6 +55,7 @@ const (
 	EdgeEmit      EdgeKind = "emit"      // produced to
 	EdgeLoop      EdgeKind = "loop"      // Goka loopback: produced to and consumed by the same group
 	EdgeTable     EdgeKind = "table"     // the group table (state)
+	EdgeTimers    EdgeKind = "timers"    // the kit's timer ticks: produced to and consumed by the same group
 )
 
 // Flow is a path of data inside a processor: records of From lead to writes to To.
@@ -75,8 +76,11 @@ type Processor struct {
 	Emits     []string
 	Loop      string // loop topic, if the group uses Goka's Loopback
 	Table     string // group table topic, if the group keeps state
-	Flows     []Flow
-	Doc       string
+	// Timers is the group's kit-owned timer topic, Group+"-timers", if its
+	// handlers set timers (processors/group timers, windows, state TTL).
+	Timers string
+	Flows  []Flow
+	Doc    string
 }
 
 // Boundary declares a re-key: the ordering guarantee of From's key ends here, and
@@ -203,6 +207,12 @@ func (t *Topology) Validate() error {
 		if p.Table != "" && p.Table != p.Group+"-table" {
 			bad(where, ErrBadDeclaration, "table must be named %q (Goka's naming), got %q", p.Group+"-table", p.Table)
 		}
+		if p.Timers != "" && p.Timers != TimersTopicName(p.Group) {
+			bad(where, ErrBadDeclaration, "timers topic must be named %q, got %q", TimersTopicName(p.Group), p.Timers)
+		}
+		if p.Timers != "" && p.Table == "" {
+			bad(where, ErrBadDeclaration, "timers live in the group table: a group with timers needs a table")
+		}
 		if p.Loop != "" && p.Loop != p.Group+"-loop" {
 			bad(where, ErrBadDeclaration, "loop must be named %q (Goka's naming), got %q", p.Group+"-loop", p.Loop)
 		}
@@ -291,6 +301,9 @@ func (p Processor) edges() []edge {
 	if p.Table != "" {
 		out = append(out, edge{EdgeTable, p.Table})
 	}
+	if p.Timers != "" {
+		out = append(out, edge{EdgeTimers, p.Timers})
+	}
 	return out
 }
 
@@ -301,6 +314,9 @@ func (p Processor) copartitioned() []string {
 	}
 	if p.Table != "" {
 		out = append(out, p.Table)
+	}
+	if p.Timers != "" {
+		out = append(out, p.Timers)
 	}
 	return out
 }

@@ -237,8 +237,8 @@ func TestMermaidShowsBoundary(t *testing.T) {
 			t.Errorf("Mermaid() lacks %q:\n%s", want, m)
 		}
 	}
-	if n := strings.Count(m, "==>"); n != 1 {
-		t.Errorf("Mermaid() has %d thick edges, want exactly the one boundary", n)
+	if n, want := strings.Count(m, "==>"), len(topology.Geofence().Boundaries); n != want {
+		t.Errorf("Mermaid() has %d thick edges, want exactly the %d boundaries", n, want)
 	}
 }
 

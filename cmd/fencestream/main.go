@@ -1,6 +1,6 @@
 // Command fencestream runs the whole geofencing pipeline in one process: an
 // embedded Kafka-protocol broker (or --brokers), the declared topics, the demo
-// fences, the debouncer, occupancy, the fenceview web page and API, and a
+// fences, the debouncer, occupancy, visits, the fenceview web page and API, and a
 // simulated fleet feeding pings in real time.
 //
 //	go run ./cmd/fencestream
@@ -34,6 +34,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
+	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -323,6 +324,13 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			// Shared with the debouncer and fenceview.
 			Catalogue:      cat,
 			CatalogueReady: follower.Ready(),
+		})
+	})
+	g.Go(func() error {
+		return visits.Run(gctx, o.cl, visits.RunConfig{
+			Topology: topo,
+			StateDir: o.stateDir(),
+			Log:      log.With("component", "visits"),
 		})
 	})
 	sim := newSimulator(o, topo, cat, follower.Ready(), log.With("component", "simulator"))

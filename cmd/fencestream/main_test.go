@@ -351,6 +351,7 @@ func TestRunStopResume(t *testing.T) {
 		}
 		return true, ""
 	})
+	var top string
 	poll(t, p1, startDeadline, "occupancy above 0", func() (bool, string) {
 		code, body, err := get(url + "v1/fences?sort=count&order=desc&limit=3")
 		if err != nil {
@@ -360,6 +361,7 @@ func TestRunStopResume(t *testing.T) {
 		if code != 200 || json.Unmarshal(body, &fl) != nil || len(fl.Fences) == 0 {
 			return false, fmt.Sprintf("status %d: %.200s", code, body)
 		}
+		top = fl.Fences[0].ID
 		return fl.Fences[0].Count > 0, fmt.Sprintf("top fence %s count %d", fl.Fences[0].ID, fl.Fences[0].Count)
 	})
 	// The progress line's totals come from the broker, so a restart
@@ -368,6 +370,27 @@ func TestRunStopResume(t *testing.T) {
 	poll(t, p1, startDeadline, "a progress line with triggers", func() (bool, string) {
 		triggersRun1 = lastTriggersTotal(p1.out.String())
 		return triggersRun1 > 0, fmt.Sprintf("triggers=%d", triggersRun1)
+	})
+	// The visits processor runs beside them: the fence's ENTERs reach its
+	// hourly window, served by fenceview.
+	poll(t, p1, startDeadline, "ENTERs in the visits of "+top, func() (bool, string) {
+		code, body, err := get(url + "v1/fences/" + top + "/visits")
+		if err != nil {
+			return false, err.Error()
+		}
+		var v struct {
+			Hours []struct {
+				Enters int64 `json:"enters"`
+			} `json:"hours"`
+		}
+		if code != 200 || json.Unmarshal(body, &v) != nil {
+			return false, fmt.Sprintf("status %d: %.200s", code, body)
+		}
+		n := int64(0)
+		for _, h := range v.Hours {
+			n += h.Enters
+		}
+		return n > 0, fmt.Sprintf("%.300s", body)
 	})
 	insideAfterRun1 := inside(t, readTriggers(t, broker))
 	if len(insideAfterRun1) == 0 {

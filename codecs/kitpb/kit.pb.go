@@ -25,6 +25,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TimerKind says which clock a timer waits for.
+type TimerKind int32
+
+const (
+	TimerKind_TIMER_KIND_UNSPECIFIED TimerKind = 0
+	// Stream time: the event-time watermark of the key's partition.
+	TimerKind_TIMER_KIND_STREAM TimerKind = 1
+	// The wall clock of the processing instance.
+	TimerKind_TIMER_KIND_WALL TimerKind = 2
+)
+
+// Enum value maps for TimerKind.
+var (
+	TimerKind_name = map[int32]string{
+		0: "TIMER_KIND_UNSPECIFIED",
+		1: "TIMER_KIND_STREAM",
+		2: "TIMER_KIND_WALL",
+	}
+	TimerKind_value = map[string]int32{
+		"TIMER_KIND_UNSPECIFIED": 0,
+		"TIMER_KIND_STREAM":      1,
+		"TIMER_KIND_WALL":        2,
+	}
+)
+
+func (x TimerKind) Enum() *TimerKind {
+	p := new(TimerKind)
+	*p = x
+	return p
+}
+
+func (x TimerKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimerKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_fencestream_kit_v1_kit_proto_enumTypes[0].Descriptor()
+}
+
+func (TimerKind) Type() protoreflect.EnumType {
+	return &file_fencestream_kit_v1_kit_proto_enumTypes[0]
+}
+
+func (x TimerKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimerKind.Descriptor instead.
+func (TimerKind) EnumDescriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{0}
+}
+
 // Envelope is what the kit stores in a group table for each key: the
 // application's state plus what makes a redelivered input re-emit exactly what
 // it emitted the first time. On the wire it is preceded by the two bytes
@@ -40,7 +92,11 @@ type Envelope struct {
 	Cursors []*Cursor `protobuf:"bytes,3,rep,name=cursors,proto3" json:"cursors,omitempty"`
 	// Outputs of the recent inputs that had any, oldest first. Bounded: only
 	// inputs still listed in their cursor's recent window are kept.
-	Sent          []*Sent `protobuf:"bytes,4,rep,name=sent,proto3" json:"sent,omitempty"`
+	Sent []*Sent `protobuf:"bytes,4,rep,name=sent,proto3" json:"sent,omitempty"`
+	// Timers set by handlers for this key, in no particular order; bounded by
+	// the group's maximum timers per key. A fired timer is removed in the same
+	// write as the effect of its handler.
+	Timers        []*Timer `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -103,6 +159,75 @@ func (x *Envelope) GetSent() []*Sent {
 	return nil
 }
 
+func (x *Envelope) GetTimers() []*Timer {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
+// Timer is one named timer of a key.
+type Timer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When it is due on its clock, Unix milliseconds.
+	AtMs          int64     `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	Kind          TimerKind `protobuf:"varint,3,opt,name=kind,proto3,enum=fencestream.kit.v1.TimerKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Timer) Reset() {
+	*x = Timer{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Timer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Timer) ProtoMessage() {}
+
+func (x *Timer) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Timer.ProtoReflect.Descriptor instead.
+func (*Timer) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Timer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Timer) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *Timer) GetKind() TimerKind {
+	if x != nil {
+		return x.Kind
+	}
+	return TimerKind_TIMER_KIND_UNSPECIFIED
+}
+
 // Cursor records the inputs of one topic partition applied to this key.
 type Cursor struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -122,7 +247,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[1]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +259,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[1]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +272,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{1}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Cursor) GetTopic() string {
@@ -198,7 +323,7 @@ type Sent struct {
 
 func (x *Sent) Reset() {
 	*x = Sent{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[2]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +335,7 @@ func (x *Sent) String() string {
 func (*Sent) ProtoMessage() {}
 
 func (x *Sent) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[2]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +348,7 @@ func (x *Sent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sent.ProtoReflect.Descriptor instead.
 func (*Sent) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{2}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Sent) GetTopic() string {
@@ -267,7 +392,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +404,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +417,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{3}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Output) GetTopic() string {
@@ -333,7 +458,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +470,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +483,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{4}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Header) GetKey() string {
@@ -383,14 +508,20 @@ type Tick struct {
 	// The time the work is judged at, Unix milliseconds.
 	NowMs int64 `protobuf:"varint,1,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	// Which timer or sweep sent it.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Kit timers (the <group>-timers topic): timers of the key due by these
+	// bounds fire, oldest first. stream_ms is the partition's stream time and
+	// wall_ms the wall clock when the tick was sent; both are in the record, so
+	// a redelivered tick fires exactly what it fired the first time.
+	StreamMs      int64 `protobuf:"varint,3,opt,name=stream_ms,json=streamMs,proto3" json:"stream_ms,omitempty"`
+	WallMs        int64 `protobuf:"varint,4,opt,name=wall_ms,json=wallMs,proto3" json:"wall_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +533,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +546,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{5}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tick) GetNowMs() int64 {
@@ -430,6 +561,271 @@ func (x *Tick) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Tick) GetStreamMs() int64 {
+	if x != nil {
+		return x.StreamMs
+	}
+	return 0
+}
+
+func (x *Tick) GetWallMs() int64 {
+	if x != nil {
+		return x.WallMs
+	}
+	return 0
+}
+
+// WindowSet is the state of one windowed aggregate of a key (processors/group
+// Windows), kept inside the application's state so views can read it.
+type WindowSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Open windows and closed ones still retained, by start time.
+	Windows []*Window `protobuf:"bytes,1,rep,name=windows,proto3" json:"windows,omitempty"`
+	// Stream time of the latest close: a window whose end plus grace is at or
+	// before it is final, and a record that falls only into such windows is late.
+	ClosedMs int64 `protobuf:"varint,2,opt,name=closed_ms,json=closedMs,proto3" json:"closed_ms,omitempty"`
+	// Records refused as late.
+	Late          int64 `protobuf:"varint,3,opt,name=late,proto3" json:"late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WindowSet) Reset() {
+	*x = WindowSet{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WindowSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WindowSet) ProtoMessage() {}
+
+func (x *WindowSet) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WindowSet.ProtoReflect.Descriptor instead.
+func (*WindowSet) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WindowSet) GetWindows() []*Window {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+func (x *WindowSet) GetClosedMs() int64 {
+	if x != nil {
+		return x.ClosedMs
+	}
+	return 0
+}
+
+func (x *WindowSet) GetLate() int64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+// Window is one time window [start_ms, end_ms) of a WindowSet.
+type Window struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	StartMs int64                  `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	EndMs   int64                  `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	Count   int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Sum     float64                `protobuf:"fixed64,4,opt,name=sum,proto3" json:"sum,omitempty"`
+	// The custom aggregate, encoded with its own schema.
+	Agg []byte `protobuf:"bytes,5,opt,name=agg,proto3" json:"agg,omitempty"`
+	// Final: its result was emitted and later records are late.
+	Closed        bool `protobuf:"varint,6,opt,name=closed,proto3" json:"closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Window) Reset() {
+	*x = Window{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Window) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Window) ProtoMessage() {}
+
+func (x *Window) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Window.ProtoReflect.Descriptor instead.
+func (*Window) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Window) GetStartMs() int64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *Window) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *Window) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Window) GetSum() float64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+func (x *Window) GetAgg() []byte {
+	if x != nil {
+		return x.Agg
+	}
+	return nil
+}
+
+func (x *Window) GetClosed() bool {
+	if x != nil {
+		return x.Closed
+	}
+	return false
+}
+
+// SeenSet remembers ids seen within a horizon of event time (processors/group
+// Dedup), oldest first, bounded.
+type SeenSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seen          []*Seen                `protobuf:"bytes,1,rep,name=seen,proto3" json:"seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeenSet) Reset() {
+	*x = SeenSet{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeenSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeenSet) ProtoMessage() {}
+
+func (x *SeenSet) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeenSet.ProtoReflect.Descriptor instead.
+func (*SeenSet) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SeenSet) GetSeen() []*Seen {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
+}
+
+type Seen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	AtMs          int64                  `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Seen) Reset() {
+	*x = Seen{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Seen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Seen) ProtoMessage() {}
+
+func (x *Seen) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Seen.ProtoReflect.Descriptor instead.
+func (*Seen) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Seen) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Seen) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
 }
 
 // HotKey records a producer's decision about a key whose rate crossed the
@@ -453,7 +849,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +861,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +874,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{6}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HotKey) GetTopic() string {
@@ -527,12 +923,17 @@ var File_fencestream_kit_v1_kit_proto protoreflect.FileDescriptor
 
 const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfencestream/kit/v1/kit.proto\x12\x12fencestream.kit.v1\"\xa1\x01\n" +
+	"\x1cfencestream/kit/v1/kit.proto\x12\x12fencestream.kit.v1\"\xd4\x01\n" +
 	"\bEnvelope\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x1b\n" +
 	"\thas_state\x18\x02 \x01(\bR\bhasState\x124\n" +
 	"\acursors\x18\x03 \x03(\v2\x1a.fencestream.kit.v1.CursorR\acursors\x12,\n" +
-	"\x04sent\x18\x04 \x03(\v2\x18.fencestream.kit.v1.SentR\x04sent\"~\n" +
+	"\x04sent\x18\x04 \x03(\v2\x18.fencestream.kit.v1.SentR\x04sent\x121\n" +
+	"\x06timers\x18\x05 \x03(\v2\x19.fencestream.kit.v1.TimerR\x06timers\"c\n" +
+	"\x05Timer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x121\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1d.fencestream.kit.v1.TimerKindR\x04kind\"~\n" +
 	"\x06Cursor\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -551,10 +952,28 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\aheaders\x18\x04 \x03(\v2\x1a.fencestream.kit.v1.HeaderR\aheaders\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"1\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"g\n" +
 	"\x04Tick\x12\x15\n" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xad\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tstream_ms\x18\x03 \x01(\x03R\bstreamMs\x12\x17\n" +
+	"\awall_ms\x18\x04 \x01(\x03R\x06wallMs\"r\n" +
+	"\tWindowSet\x124\n" +
+	"\awindows\x18\x01 \x03(\v2\x1a.fencestream.kit.v1.WindowR\awindows\x12\x1b\n" +
+	"\tclosed_ms\x18\x02 \x01(\x03R\bclosedMs\x12\x12\n" +
+	"\x04late\x18\x03 \x01(\x03R\x04late\"\x8c\x01\n" +
+	"\x06Window\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x03R\x05endMs\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x10\n" +
+	"\x03sum\x18\x04 \x01(\x01R\x03sum\x12\x10\n" +
+	"\x03agg\x18\x05 \x01(\fR\x03agg\x12\x16\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\"7\n" +
+	"\aSeenSet\x12,\n" +
+	"\x04seen\x18\x01 \x03(\v2\x18.fencestream.kit.v1.SeenR\x04seen\"+\n" +
+	"\x04Seen\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xad\x01\n" +
 	"\x06HotKey\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
@@ -562,7 +981,11 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"rate_per_s\x18\x03 \x01(\x01R\bratePerS\x12\x16\n" +
 	"\x06salted\x18\x04 \x01(\bR\x06salted\x12!\n" +
 	"\fsalt_buckets\x18\x05 \x01(\rR\vsaltBuckets\x12\"\n" +
-	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMsB1Z/github.com/fencestream/fencestream/codecs/kitpbb\x06proto3"
+	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMs*S\n" +
+	"\tTimerKind\x12\x1a\n" +
+	"\x16TIMER_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TIMER_KIND_STREAM\x10\x01\x12\x13\n" +
+	"\x0fTIMER_KIND_WALL\x10\x02B1Z/github.com/fencestream/fencestream/codecs/kitpbb\x06proto3"
 
 var (
 	file_fencestream_kit_v1_kit_proto_rawDescOnce sync.Once
@@ -576,26 +999,37 @@ func file_fencestream_kit_v1_kit_proto_rawDescGZIP() []byte {
 	return file_fencestream_kit_v1_kit_proto_rawDescData
 }
 
-var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_fencestream_kit_v1_kit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fencestream_kit_v1_kit_proto_goTypes = []any{
-	(*Envelope)(nil), // 0: fencestream.kit.v1.Envelope
-	(*Cursor)(nil),   // 1: fencestream.kit.v1.Cursor
-	(*Sent)(nil),     // 2: fencestream.kit.v1.Sent
-	(*Output)(nil),   // 3: fencestream.kit.v1.Output
-	(*Header)(nil),   // 4: fencestream.kit.v1.Header
-	(*Tick)(nil),     // 5: fencestream.kit.v1.Tick
-	(*HotKey)(nil),   // 6: fencestream.kit.v1.HotKey
+	(TimerKind)(0),    // 0: fencestream.kit.v1.TimerKind
+	(*Envelope)(nil),  // 1: fencestream.kit.v1.Envelope
+	(*Timer)(nil),     // 2: fencestream.kit.v1.Timer
+	(*Cursor)(nil),    // 3: fencestream.kit.v1.Cursor
+	(*Sent)(nil),      // 4: fencestream.kit.v1.Sent
+	(*Output)(nil),    // 5: fencestream.kit.v1.Output
+	(*Header)(nil),    // 6: fencestream.kit.v1.Header
+	(*Tick)(nil),      // 7: fencestream.kit.v1.Tick
+	(*WindowSet)(nil), // 8: fencestream.kit.v1.WindowSet
+	(*Window)(nil),    // 9: fencestream.kit.v1.Window
+	(*SeenSet)(nil),   // 10: fencestream.kit.v1.SeenSet
+	(*Seen)(nil),      // 11: fencestream.kit.v1.Seen
+	(*HotKey)(nil),    // 12: fencestream.kit.v1.HotKey
 }
 var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
-	1, // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
-	2, // 1: fencestream.kit.v1.Envelope.sent:type_name -> fencestream.kit.v1.Sent
-	3, // 2: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
-	4, // 3: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3,  // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
+	4,  // 1: fencestream.kit.v1.Envelope.sent:type_name -> fencestream.kit.v1.Sent
+	2,  // 2: fencestream.kit.v1.Envelope.timers:type_name -> fencestream.kit.v1.Timer
+	0,  // 3: fencestream.kit.v1.Timer.kind:type_name -> fencestream.kit.v1.TimerKind
+	5,  // 4: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
+	6,  // 5: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
+	9,  // 6: fencestream.kit.v1.WindowSet.windows:type_name -> fencestream.kit.v1.Window
+	11, // 7: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_kit_proto_init() }
@@ -608,13 +1042,14 @@ func file_fencestream_kit_v1_kit_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_kit_proto_rawDesc), len(file_fencestream_kit_v1_kit_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   7,
+			NumEnums:      1,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_fencestream_kit_v1_kit_proto_goTypes,
 		DependencyIndexes: file_fencestream_kit_v1_kit_proto_depIdxs,
+		EnumInfos:         file_fencestream_kit_v1_kit_proto_enumTypes,
 		MessageInfos:      file_fencestream_kit_v1_kit_proto_msgTypes,
 	}.Build()
 	File_fencestream_kit_v1_kit_proto = out.File

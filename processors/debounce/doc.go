@@ -12,10 +12,27 @@
 // Invariants:
 //   - A device's state lives only in the instance that owns its partition; the
 //     processor is the only writer.
-//   - Event time comes from the ping; wall-clock work (the silence sweep) takes an
-//     injected clock.
+//   - Event time comes from the ping; wall-clock work takes an injected clock.
+//   - A device silent past its silence timeout while INSIDE is closed with an
+//     EXIT reason TIMEOUT stamped last fix + timeout, by a kit timer on stream
+//     time (SilenceTimer), armed by every applied ping.
 //   - A ping whose HLC does not exceed the device's last applied HLC is not
 //     applied (counted and logged).
 //   - A trigger's id is derived from device_id (exactly the partition key),
 //     fence_id, type and the confirming ping's HLC, so a replay yields the same id.
+//
+// # Why the silence timer runs on stream time
+//
+// A device is silent when the pings of its partition have moved on without
+// it, not when the wall clock has. On stream time (the highest event time the
+// instance has applied on the partition) a partition catching up on a backlog
+// reaches a device's last fix + timeout only after it has applied every ping
+// queued before that moment, the device's own included: a ping that was merely
+// late in the backlog re-arms the timer before it is due, so no device is
+// timed out by the backlog (the wall-clock sweep needed a hand-made watermark
+// hold-back for this). The one case stream time cannot see is a partition
+// whose pings all stop: with the processor option IdleStreamTime (set by
+// ProcessorOpts to the silence timeout) such a partition's stream time follows
+// the wall clock, as the sweep did. Either way the TIMEOUT exit is stamped
+// with the timer's due time, so a replay writes the same trigger.
 package debounce

@@ -1,18 +1,14 @@
 package debounce
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
@@ -35,14 +31,15 @@ var (
 		Name: "fencestream_stale_pings_total",
 		Help: "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).",
 	})
-	silenceTicks = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_silence_ticks_total",
-		Help: "Silence ticks: sent by the sweep for a device whose timeout passed, and applied from the loop (applied ones that found the device active again change nothing).",
-	}, []string{"stage"})
+	silenceTimers = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_silence_timers_fired_total",
+		Help: "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.",
+	})
 )
 
-// SweepVisitor is the name of the silence-sweep visit.
-const SweepVisitor = "silence-sweep"
+// SilenceTimer is the name of a device's silence timer: due in stream time at
+// its last fix plus the shortest silence timeout among its fences.
+const SilenceTimer = "silence"
 
 // Group is the Goka group type of the debouncer.
 type Group = group.Group[geofencepb.DeviceState, *geofencepb.DeviceState]
@@ -66,29 +63,17 @@ func WithDefaults(s Settings) Opt { return func(c *config) { c.defaults = s } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 
-// WithClock sets the wall clock of the silence sweep (default time.Now). Event
-// time never comes from it.
+// WithClock sets the wall clock of the debouncer's processor (default
+// time.Now): when an idle partition's silent devices time out, and the
+// future-HLC check. Event time never comes from it.
 func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
 
 // Debouncer holds the catalogue and the group definition.
 type Debouncer struct {
-	cfg   config
-	cat   *fences.Catalogue
-	group *Group
-
-	mu       sync.Mutex
-	activity map[int32]partitionActivity
-
+	cfg      config
+	cat      *fences.Catalogue
+	group    *Group
 	triggers group.Out[geofencepb.Trigger, *geofencepb.Trigger]
-	ticks    group.LoopOut[kitpb.Tick, *kitpb.Tick]
-	sweep    group.Visit[time.Time]
-}
-
-// partitionActivity lets the sweep tell a silent device from a partition that is
-// still catching up on a backlog (whose devices only look silent).
-type partitionActivity struct {
-	watermarkMs int64     // highest event time applied
-	lastWall    time.Time // wall time of the last record applied
 }
 
 // New defines the debouncer over topo's "debouncer" declaration, reading fences
@@ -101,18 +86,27 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	if err := cfg.defaults.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Debouncer{cfg: cfg, cat: cat, activity: map[int32]partitionActivity{}}
+	d := &Debouncer{cfg: cfg, cat: cat}
 	g := group.New[geofencepb.DeviceState](topo, topology.GroupDebouncer, cfg.log)
-	group.Stream(g, topology.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC))
-	d.ticks = group.Loop(g, d.handleTick)
+	group.Stream(g, topology.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
 	d.triggers = group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
-	d.sweep = group.Visitor(g, SweepVisitor, d.sweepDevice)
+	group.OnTimer(g, d.handleSilence)
 	d.group = g
 	return d, nil
 }
 
 // Group returns the group, to build its processor.
 func (d *Debouncer) Group() *Group { return d.group }
+
+// ProcessorOpts are the kit options the debouncer's processor needs besides
+// the caller's: a partition whose pings stopped for the silence timeout has
+// its stream time follow the wall clock, so its silent devices still time out
+// (stream time moves only with data otherwise).
+func (d *Debouncer) ProcessorOpts() []group.Opt {
+	return []group.Opt{group.IdleStreamTime(d.cfg.defaults.SilenceTimeout), group.Clock(d.cfg.now)}
+}
+
+func pingTime(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }
 
 func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if err := ValidatePing(c.Key(), p); err != nil {
@@ -141,70 +135,53 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	pingsApplied.Inc()
 	flapsSuppressed.Add(float64(out.FlapsSuppressed))
 	c.SetState(st)
-	d.noteActivity(c.Partition(), p.GetDeviceTimeMs())
-	return nil
+	return d.armSilence(c, st, st.GetLastEventTimeMs())
 }
 
-func (d *Debouncer) noteActivity(p int32, eventMs int64) {
-	d.mu.Lock()
-	a := d.activity[p]
-	a.watermarkMs = max(a.watermarkMs, eventMs)
-	a.lastWall = d.cfg.now()
-	d.activity[p] = a
-	d.mu.Unlock()
+// armSilence sets the device's silence timer at its last fix plus the shortest
+// silence timeout among the fences it has a state for that ends after afterMs,
+// or cancels it when there is none. The bound keeps a timer from being armed
+// again at the time it just fired.
+func (d *Debouncer) armSilence(c *Context, st *geofencepb.DeviceState, afterMs int64) error {
+	snap := d.cat.Snapshot()
+	last := time.UnixMilli(st.GetLastEventTimeMs())
+	var timeout time.Duration
+	for _, e := range st.FenceStates {
+		cfg := d.cfg.defaults
+		if f, ok := snap.Get(e.FenceId); ok {
+			cfg = Resolved(d.cfg.defaults, &f)
+		}
+		if cfg.SilenceTimeout > 0 && last.Add(cfg.SilenceTimeout).UnixMilli() > afterMs && (timeout == 0 || cfg.SilenceTimeout < timeout) {
+			timeout = cfg.SilenceTimeout
+		}
+	}
+	if timeout == 0 {
+		c.CancelTimer(SilenceTimer)
+		return nil
+	}
+	return c.SetTimer(SilenceTimer, last.Add(timeout), group.StreamClock)
 }
 
-// sweepNow is the "now" a silent device of partition p is judged by: the wall
-// clock, held back to the partition's event-time watermark while the partition
-// is busy, so replaying a backlog does not time out devices whose later pings
-// are still queued.
-func (d *Debouncer) sweepNow(p int32, wall time.Time, timeout time.Duration) int64 {
-	d.mu.Lock()
-	a, ok := d.activity[p]
-	d.mu.Unlock()
-	now := wall.UnixMilli()
-	if !ok || wall.Sub(a.lastWall) >= timeout {
-		return now // idle partition: wall clock decides
+// handleSilence fires when stream time passes the device's last fix plus a
+// silence timeout: stays still silent at the timer's due time are closed with
+// TIMEOUT exits stamped in event time (last fix + timeout), and the timer is
+// armed again for fences with longer timeouts. It runs as a record (the kit's
+// timer tick), so what it emits is recorded with the state and a redelivery
+// re-emits it, and it reads only the timer's due time, so a replay yields the
+// same triggers with the same ids.
+func (d *Debouncer) handleSilence(c *Context, t group.Timer) error {
+	if t.Name != SilenceTimer {
+		return fmt.Errorf("unknown timer %q", t.Name)
 	}
-	return min(now, a.watermarkMs)
-}
-
-// sweepDevice decides, on the wall clock, whether a device has been silent past
-// a timeout, and if so sends it a tick through the loop. It changes nothing
-// itself: the tick is applied by handleTick, where the kit records what it
-// emits, so a crash between the state write and the trigger cannot lose the
-// TIMEOUT exit (a visit has no input a redelivery could replay).
-func (d *Debouncer) sweepDevice(c *Context, wall time.Time) {
-	st := c.State()
-	if st == nil {
-		return
-	}
-	Upgrade(st)
-	if len(st.FenceStates) == 0 {
-		return
-	}
-	now := d.sweepNow(c.Partition(), wall, d.cfg.defaults.SilenceTimeout)
-	if _, changed := Expire(proto.Clone(st).(*geofencepb.DeviceState), now, d.cat.Snapshot(), d.cfg.defaults); !changed {
-		return
-	}
-	silenceTicks.WithLabelValues("sent").Inc()
-	d.ticks.Send(c, c.Key(), &kitpb.Tick{NowMs: now, Name: SweepVisitor})
-}
-
-// handleTick applies a silence tick: the stays still silent at the tick's time
-// are closed with TIMEOUT exits stamped in event time. The tick's time decides
-// only whether the timeout passed, so replaying the loop yields the same
-// triggers with the same ids.
-func (d *Debouncer) handleTick(c *Context, t *kitpb.Tick) error {
-	silenceTicks.WithLabelValues("applied").Inc()
+	silenceTimers.Inc()
 	st := c.State()
 	if st == nil {
 		return nil
 	}
 	Upgrade(st)
-	trigs, changed := Expire(st, t.GetNowMs(), d.cat.Snapshot(), d.cfg.defaults)
+	trigs, changed := Expire(st, t.At.UnixMilli(), d.cat.Snapshot(), d.cfg.defaults)
 	if !changed {
-		return nil // the device spoke again after the sweep looked
+		return d.armSilence(c, st, t.At.UnixMilli()) // e.g. the catalogue changed a timeout
 	}
 	for _, tr := range trigs {
 		d.triggers.Emit(c, c.Key(), tr)
@@ -214,31 +191,5 @@ func (d *Debouncer) handleTick(c *Context, t *kitpb.Tick) error {
 		c.Logger().Info("silence timeout closed device", "fences", len(trigs), "last_event_ms", st.LastEventTimeMs)
 	}
 	c.SetState(st)
-	return nil
-}
-
-// Sweep visits every device this instance owns and closes stays of silent
-// devices with EXIT reason TIMEOUT. Goka has no timers, so the binary calls it
-// on a ticker; tests call it with an injected clock.
-func (d *Debouncer) Sweep(ctx context.Context, proc *group.Processor) error {
-	if err := d.sweep.Run(ctx, proc, d.cfg.now()); err != nil {
-		return fmt.Errorf("silence sweep: %w", err)
-	}
-	return nil
-}
-
-// RunSweeps calls Sweep every interval until ctx ends.
-func (d *Debouncer) RunSweeps(ctx context.Context, proc *group.Processor, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := d.Sweep(ctx, proc); err != nil && ctx.Err() == nil {
-				d.cfg.log.Warn("sweep failed; retrying next interval", "err", err)
-			}
-		}
-	}
+	return d.armSilence(c, st, t.At.UnixMilli())
 }

@@ -73,7 +73,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := d.Group().Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return h.now }))
+	proc, err := d.Group().Processor(context.Background(), cluster.Config{}, append(d.ProcessorOpts(), group.Tester(h.tt))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestSilenceSweepClosesInsideDeviceWithTimeout(t *testing.T) {
 	lastHLC := h.state("veh-4").LastHlc
 	// Wall clock 4 minutes after the last ping: not yet silent long enough.
 	h.now = time.UnixMilli(1_800_000_003_000).Add(4 * time.Minute)
-	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+	if err := h.proc.FireTimers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.tt.Catchup()
@@ -298,7 +298,7 @@ func TestSilenceSweepClosesInsideDeviceWithTimeout(t *testing.T) {
 		t.Fatalf("early timeout: %v", got)
 	}
 	h.now = time.UnixMilli(1_800_000_003_000).Add(6 * time.Minute)
-	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+	if err := h.proc.FireTimers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.tt.Catchup()
@@ -314,7 +314,7 @@ func TestSilenceSweepClosesInsideDeviceWithTimeout(t *testing.T) {
 		t.Fatalf("timeout exit event time %d, want last fix + timeout = %d (the sweep ran at %d)", got[0].EventTimeMs, want, h.now.UnixMilli())
 	}
 	// A second sweep finds nothing more to close.
-	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+	if err := h.proc.FireTimers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.tt.Catchup()
@@ -333,7 +333,7 @@ func TestSilenceSweepSavesDroppedCandidate(t *testing.T) {
 		t.Fatalf("want ENTERING, got %v", st.GetFenceStates())
 	}
 	h.now = time.UnixMilli(1_800_000_001_000).Add(6 * time.Minute)
-	if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+	if err := h.proc.FireTimers(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.tt.Catchup()
@@ -356,7 +356,7 @@ func TestSilenceTimeoutIsDeterministic(t *testing.T) {
 		}
 		h.nextTriggers()
 		h.now = time.UnixMilli(1_800_000_003_000).Add(sweepAfter)
-		if err := h.d.Sweep(context.Background(), h.proc); err != nil {
+		if err := h.proc.FireTimers(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		h.tt.Catchup()
@@ -369,5 +369,49 @@ func TestSilenceTimeoutIsDeterministic(t *testing.T) {
 	a, b := run(6*time.Minute), run(36*time.Hour)
 	if a.TriggerId != b.TriggerId || a.EventTimeMs != b.EventTimeMs || a.Hlc != b.Hlc {
 		t.Fatalf("a sweep 6 min and 36 h after the last fix gave different exits:\n%v\n%v", a, b)
+	}
+}
+
+// A partition catching up on a backlog (the wall clock far ahead of its event
+// time) does not time out a device whose later pings are still queued: the
+// silence timer waits for stream time, which follows the backlog.
+func TestSilenceWaitsForStreamTimeOnBacklog(t *testing.T) {
+	h := newHarness(t)
+	h.now = time.UnixMilli(1_800_000_000_000).Add(time.Hour) // an hour of backlog
+	fire := func() []*geofencepb.Trigger {
+		t.Helper()
+		if err := h.proc.FireTimers(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.tt.Catchup()
+		return h.nextTriggers()
+	}
+	for i := int64(0); i < 4; i++ {
+		h.ping("veh-a", insideLat, i*1000)
+	}
+	if got := h.nextTriggers(); len(got) != 1 {
+		t.Fatalf("want ENTER, got %v", got)
+	}
+	h.ping("veh-b", outsideLat, 4*60_000)
+	if got := fire(); len(got) != 0 {
+		t.Fatalf("timed out at stream time 4 min: %v", got)
+	}
+	// veh-a's next ping, 8 minutes on: a wall-clock sweep (an hour ahead)
+	// would have closed it before this was applied.
+	h.ping("veh-a", insideLat, 8*60_000)
+	if got := h.nextTriggers(); len(got) != 1 || got[0].Type != geofencepb.TriggerType_TRIGGER_TYPE_DWELL {
+		t.Fatalf("want the DWELL of veh-a's 8-minute ping, got %v", got)
+	}
+	if got := fire(); len(got) != 0 {
+		t.Fatalf("timed out a device whose next ping was queued: %v", got)
+	}
+	// Stream time passes 8 min + the 5 min timeout: now it is silent.
+	h.ping("veh-b", outsideLat, 14*60_000)
+	got := fire()
+	if len(got) != 1 || got[0].Reason != geofencepb.TriggerReason_TRIGGER_REASON_TIMEOUT || got[0].DeviceId != "veh-a" {
+		t.Fatalf("want veh-a's TIMEOUT exit, got %v", got)
+	}
+	if want := int64(1_800_000_000_000) + 13*60_000; got[0].EventTimeMs != want {
+		t.Fatalf("timeout stamped %d, want last fix + timeout = %d", got[0].EventTimeMs, want)
 	}
 }

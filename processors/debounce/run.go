@@ -21,7 +21,8 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
-	// SweepEvery is the silence-sweep interval (0: 30s).
+	// SweepEvery is how often the processor looks for due timers (device
+	// silence timeouts), so how late a TIMEOUT exit may fire (0: 30s).
 	SweepEvery time.Duration
 	// MaxClockSkew is how far ahead of the wall clock a ping's HLC may be
 	// (0: group.DefaultMaxSkew).
@@ -40,7 +41,7 @@ type RunConfig struct {
 
 // Run follows the fence catalogue, waits until it has caught up (a debouncer
 // with a half-loaded catalogue would close every stay with FENCE_DELETED), then
-// runs the processor and the silence sweep until ctx ends.
+// runs the processor (whose timers close silent devices) until ctx ends.
 func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	log := rc.Log
 	if log == nil {
@@ -70,7 +71,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if rc.MaxClockSkew <= 0 {
 		rc.MaxClockSkew = group.DefaultMaxSkew
 	}
-	proc, err := d.Group().Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead), group.MaxClockSkew(rc.MaxClockSkew))
+	proc, err := d.Group().Processor(ctx, cl, append(d.ProcessorOpts(), group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead), group.MaxClockSkew(rc.MaxClockSkew), group.TimerInterval(rc.SweepEvery))...)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		if rc.Started != nil {
 			rc.Started(proc)
 		}
-		return d.RunSweeps(ctx, proc, rc.SweepEvery)
+		return nil
 	})
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("debouncer: %w", err)

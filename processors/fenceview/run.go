@@ -121,19 +121,25 @@ func Run(ctx context.Context, o Options) error {
 		extra = append(extra, WithRoute(r.pattern, b.handler))
 		g.Go(func() error { return b.run(ctx) })
 	}
+	visitsView, err := NewVisitsView(o.Cluster)
+	if err != nil {
+		return fmt.Errorf("fenceview: %w", err)
+	}
 	feed := NewFeed(0)
 	consumer := NewTriggerConsumer(o.Cluster, feed, log)
 	srv, err := NewServer(Sources{
 		Devices:   views,
 		Occupancy: views,
 		Fences:    cat,
-		Ready:     AllReady(views, ChanReady(consumer.Ready(), "live trigger feed is connecting")),
+		Ready:     AllReady(views, visitsView, ChanReady(consumer.Ready(), "live trigger feed is connecting")),
 		Feed:      feed,
+		Visits:    visitsView,
 	}, append(append(append([]Opt{WithLogger(log)}, o.ServerOpts...), extra...), WithTopology(topo))...)
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return views.Run(ctx) })
+	g.Go(func() error { return visitsView.Run(ctx) })
 	g.Go(func() error {
 		return group.RunSkewReporter(ctx, o.Cluster, []string{topology.TopicPings, topology.TopicTriggers, topology.TopicOccupancyLoop}, 30*time.Second, log)
 	})

@@ -36,6 +36,8 @@ type Sources struct {
 	Fences    FenceSource
 	Ready     Readiness
 	Feed      *Feed
+	// Visits is optional: it serves /v1/fences/{id}/visits (404 without).
+	Visits VisitSource
 }
 
 // Opt configures NewServer.
@@ -140,6 +142,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/fences", s.ready(s.handleFences))
 	m.HandleFunc("GET /v1/fences/{id}", s.ready(s.handleFence))
 	m.HandleFunc("GET /v1/fences/{$}", s.emptyID)
+	m.HandleFunc("GET /v1/fences/{id}/visits", s.ready(s.handleFenceVisits))
 	m.HandleFunc("GET /v1/devices/{id}", s.ready(s.handleDevice))
 	m.HandleFunc("GET /v1/devices/{$}", s.emptyID)
 	m.HandleFunc("GET /v1/triggers/stream", s.handleStream)

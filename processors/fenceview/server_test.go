@@ -313,7 +313,8 @@ func TestTopology(t *testing.T) {
 	if !strings.Contains(tj.Describe, "ORDERING BOUNDARY") || !strings.HasPrefix(tj.Mermaid, "flowchart") || tj.Name != "geofence" {
 		t.Fatalf("describe/mermaid: %+v", tj)
 	}
-	if len(tj.Boundaries) != 1 || tj.Boundaries[0].From != topology.TopicTriggers || tj.Boundaries[0].To != topology.TopicOccupancyLoop ||
+	nb := len(topology.Geofence().Boundaries) // occupancy's, and visit-stats' two
+	if len(tj.Boundaries) != nb || tj.Boundaries[0].From != topology.TopicTriggers || tj.Boundaries[0].To != topology.TopicOccupancyLoop ||
 		tj.Boundaries[0].FromKey != "device_id" || tj.Boundaries[0].ToKey != "fence_id" || tj.Boundaries[0].Preserved == "" || tj.Boundaries[0].Lost == "" {
 		t.Fatalf("boundaries: %+v", tj.Boundaries)
 	}
@@ -325,7 +326,7 @@ func TestTopology(t *testing.T) {
 			}
 		}
 	}
-	if marked != 1 || len(tj.Topics) == 0 || tj.Topics[0].Partitions != 6 {
+	if marked != nb || len(tj.Topics) == 0 || tj.Topics[0].Partitions != 6 {
 		t.Fatalf("flows marked as boundary: %d; topics %+v", marked, tj.Topics)
 	}
 	// The topology's partition count is /v1/partition's default.

@@ -47,6 +47,12 @@ type Context[S any, PS codecs.Message[S]] struct {
 	// callbacks; not visits, which have no input to replay).
 	recording bool
 	outputs   []*kitpb.Output
+
+	// Time (streamtime.go, timers.go).
+	eventTime   time.Time
+	tick        *kitpb.Tick // the tick being handled, in timer handlers
+	timersDirty bool        // SetTimer or CancelTimer changed the envelope's timers
+	purge       bool        // remove the key's whole table value (state TTL)
 }
 
 // Key is the record key (the partition key of the input).
@@ -265,21 +271,27 @@ func (c *Context[S, PS]) replayed(seq uint64, ordered bool) bool {
 // input's position and outputs, in one write. A handler that left the state
 // alone writes nothing: run again on a redelivery, it emits the same outputs.
 func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
-	if !c.dirty {
+	if c.purge {
+		c.g.Delete()
+		return
+	}
+	if !c.dirty && !c.timersDirty {
 		return
 	}
 	env := c.envelope()
 	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
 		env = &kitpb.Envelope{}
 	}
-	env.State, env.HasState = nil, false
-	if !c.deleted {
-		st, err := marshalOpts.Marshal(c.st)
-		if err != nil {
-			c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", c.grp.name, c.Key(), err))
-			return
+	if c.dirty {
+		env.State, env.HasState = nil, false
+		if !c.deleted {
+			st, err := marshalOpts.Marshal(c.st)
+			if err != nil {
+				c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", c.grp.name, c.Key(), err))
+				return
+			}
+			env.State, env.HasState = st, true
 		}
-		env.State, env.HasState = st, true
 	}
 	if c.recording {
 		if !ordered {

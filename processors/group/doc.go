@@ -41,9 +41,34 @@
 // not applied twice but cannot be re-emitted; it is counted
 // (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.
 //
-// Visits (Processor.VisitAll) have no input to replay, so a visit that needs to
-// emit loops a record back to its own key and does the work in the loop
-// handler, where the guarantee holds; the debouncer's silence sweep does that.
+// Visits (Processor.VisitAll) have no input to replay, so time-driven work
+// goes through a record: timers.
+//
+// # Time: stream time, timers, windows, state TTL
+//
+// A stream declared with EventTime moves its partition's stream time: the
+// highest event time applied there (an event time ahead of the wall clock
+// counts only up to it). Stream time lives in memory, per instance: it is the
+// watermark of the partition at processing time, unknown (0) after a start or
+// a takeover until the next record (so stream-time timers may fire later,
+// never earlier), and — with IdleStreamTime — the wall clock once the
+// partition has been idle that long.
+//
+// Handlers set per-key timers on stream time or on the wall clock
+// (Context.SetTimer); they are stored in the key's envelope, so they survive
+// restarts and rebalances, and are bounded per key (MaxTimers). The processor
+// looks for due timers every TimerInterval and sends a tick for each key with
+// any to the group's own <group>-timers topic (Goka allows one loop per group,
+// and the application may need it); the tick records the stream time and wall
+// clock it was judged at, and the key's due timers fire in due-time order in
+// that record's callback (OnTimer). So a timer's effect and outputs are
+// effectively-once like any input's, a replay fires the same timers, and a
+// handler stamps what it writes with Timer.At, never the wall clock. A
+// partition catching up on a backlog has a stream time that follows the
+// backlog, so its stream-time timers fire only once the records before them
+// in event time are applied.
+//
+// Windows (NewWindows) and state TTL (StateTTL) are built on stream-time timers.
 //
 // Goka's untyped API (any values, goka.Context) stays inside this package;
 // handlers see typed messages and a typed Context.

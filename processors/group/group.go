@@ -33,15 +33,25 @@ type Group[S any, PS codecs.Message[S]] struct {
 	loop       bool
 	loopTopic  string
 	err        error
+	// Timers (timers.go): whether the timer edges are in, the handlers, the
+	// partitions' stream time and the ticks in flight.
+	timers    bool
+	onTimer   func(*Context[S, PS], Timer) error
+	kitTimers map[string]func(*Context[S, PS], Timer) error
+	clock     *streamClock
+	pending   *pendingTicks
+	ttl       time.Duration // StateTTL; 0: keys never expire
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
 }
 
 // runtime is what callbacks read of the processor's options.
 type runtime struct {
-	window  int
-	maxSkew time.Duration
-	now     func() time.Time
+	window     int
+	maxSkew    time.Duration
+	now        func() time.Time
+	maxTimers  int
+	timerEvery time.Duration
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -51,7 +61,8 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now}}
+		clock: newStreamClock(), pending: &pendingTicks{},
+		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
 	decl, ok := topo.Processor(name)
 	if !ok {
 		g.err = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
@@ -78,7 +89,8 @@ func (g *Group[S, PS]) Name() string { return g.name }
 type StreamOpt[M any, PM codecs.Message[M]] func(*streamConfig[M, PM])
 
 type streamConfig[M any, PM codecs.Message[M]] struct {
-	hlc func(PM) uint64
+	hlc       func(PM) uint64
+	eventTime func(PM) time.Time
 }
 
 // OrderedByHLC declares that hlc(msg) is the input's hybrid logical clock
@@ -155,9 +167,9 @@ func (v Visit[T]) Run(ctx context.Context, p *Processor, meta T) error {
 
 // Visitor registers a named visit over every key of the group table
 // (Processor.VisitAll); meta is what VisitAll was given. A visit may change the
-// key's state, but has no input a redelivery could replay: work that emits
-// should Loopback a record and do it in the loop handler, where the kit makes it
-// effectively-once.
+// key's state, but has no input a redelivery could replay: time-driven work that
+// emits belongs in a timer (Context.SetTimer, OnTimer), which runs as a record
+// and is effectively-once.
 func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) Visit[T] {
 	g.edges = append(g.edges, goka.Visitor(name, func(gctx goka.Context, meta any) {
 		c := &Context[S, PS]{g: gctx, grp: g}
@@ -207,6 +219,14 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 				return
 			}
 		}
+		if sc.eventTime != nil {
+			c.eventTime = sc.eventTime(msg)
+			g.clock.observe(c.Partition(), c.eventTime.UnixMilli(), g.rt.now())
+		} else if g.decl.Timers == "" || c.Topic() != g.decl.Timers {
+			// Ticks are not activity: an idle partition must stay idle
+			// while its timers fire.
+			g.clock.touch(c.Partition(), g.rt.now())
+		}
 		if c.replayed(seq, ordered) {
 			return
 		}
@@ -214,6 +234,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		if err := handle(c, msg); err != nil {
 			c.DeadLetter(ReasonInvalid, err)
 		}
+		g.touchTTL(c)
 		c.commit(seq, ordered)
 	}
 }
@@ -263,6 +284,9 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 	problems = append(problems, sameSet("looked-up table", g.decl.Lookups, g.lookups)...)
 	if !emits[g.deadLetter] {
 		problems = append(problems, fmt.Sprintf("declaration does not list the dead-letter topic %s under Emits: every group dead-letters bad input, so add it (and a flow from each input to it)", g.deadLetter))
+	}
+	if g.timers != (g.decl.Timers != "") {
+		problems = append(problems, fmt.Sprintf("timers used=%v but declared timer topic=%q", g.timers, g.decl.Timers))
 	}
 	if g.loop != (g.decl.Loop != "") {
 		problems = append(problems, fmt.Sprintf("loop registered=%v but declared loop=%q", g.loop, g.decl.Loop))

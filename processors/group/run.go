@@ -39,6 +39,9 @@ type runConfig struct {
 	now          func() time.Time
 	onReady      func(*Processor)
 	registerer   prometheus.Registerer
+	maxTimers    int
+	timerEvery   time.Duration
+	idle         time.Duration
 }
 
 // Registerer sets where the kit's metrics are registered (default
@@ -99,6 +102,15 @@ func (c *runConfig) validate() error {
 	if c.window < 1 {
 		return fmt.Errorf("replay window must be at least 1, got %d", c.window)
 	}
+	if c.maxTimers < 1 {
+		return fmt.Errorf("maximum timers per key must be at least 1, got %d", c.maxTimers)
+	}
+	if c.timerEvery <= 0 {
+		return fmt.Errorf("timer interval must be positive, got %s", c.timerEvery)
+	}
+	if c.idle < 0 {
+		return fmt.Errorf("idle stream time must not be negative, got %s", c.idle)
+	}
 	if c.maxSkew <= 0 {
 		return fmt.Errorf("maximum clock skew must be positive, got %s", c.maxSkew)
 	}
@@ -110,9 +122,10 @@ var ErrStateMismatch = errors.New("local state does not belong to this broker")
 
 // Processor is a built group ready to run. Goka's processor stays inside.
 type Processor struct {
-	p    *goka.Processor
-	name string
-	log  *slog.Logger
+	p      *goka.Processor
+	name   string
+	log    *slog.Logger
+	timers *timerDriver // nil when the group has no timers
 }
 
 // Owned lists the partitions this instance processes (not those it only keeps
@@ -146,7 +159,7 @@ func (p *Processor) WaitForReadyContext(ctx context.Context) error {
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer}
+	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -158,7 +171,8 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err := g.topo.Validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
-	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now}
+	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery}
+	g.clock.idle = cfg.idle
 	if err := RegisterMetrics(cfg.registerer); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
@@ -203,7 +217,11 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
 	}
-	return &Processor{p: p, name: g.name, log: g.log}, nil
+	proc := &Processor{p: p, name: g.name, log: g.log}
+	if g.timers {
+		proc.timers = &timerDriver{every: cfg.timerEvery, now: cfg.now, pending: g.pending, auto: cfg.tester == nil}
+	}
+	return proc, nil
 }
 
 // Run runs until ctx is canceled (a clean stop returns nil) or the processor
@@ -212,6 +230,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
+	if p.timers != nil && p.timers.auto {
+		dctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); p.driveTimers(dctx) }()
+		defer func() { stop(); <-done }()
+	}
 	err := p.p.Run(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
 		err = nil

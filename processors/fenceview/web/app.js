@@ -235,6 +235,7 @@
 
   async function select(id) {
     state.selected = id;
+    document.dispatchEvent(new CustomEvent("fence-selected", { detail: id })); // visits.js
     markSelected(id);
     const box = $("details");
     box.dataset.fenceId = id;

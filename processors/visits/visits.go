@@ -1,0 +1,260 @@
+package visits
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+)
+
+// Bounds and horizons (see the package doc).
+const (
+	DeviceTTL     = 7 * 24 * time.Hour
+	DedupHorizon  = time.Hour
+	WindowSize    = time.Hour
+	WindowGrace   = 10 * time.Minute
+	WindowRetain  = 24 * time.Hour
+	RecentVisits  = 20
+	maxSeenDevice = 256
+	maxSeenFence  = 1024
+)
+
+var (
+	visitsEmitted = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_visits_total",
+		Help: "Visits emitted to fence-visits (an ENTER paired with its EXIT).",
+	})
+	unpairedExits = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_visits_unpaired_exits_total",
+		Help: "EXITs whose ENTER the visits state did not hold (the group started after it, or the device expired); no visit is emitted.",
+	})
+	duplicates = promauto.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_visits_duplicates_total",
+		Help: "Records dropped as duplicates by id, by group.",
+	}, []string{"group"})
+)
+
+// Handler contexts of the two groups.
+type (
+	DeviceContext = group.Context[visitspb.DeviceVisits, *visitspb.DeviceVisits]
+	FenceContext  = group.Context[visitspb.FenceVisits, *visitspb.FenceVisits]
+	// Window is one hourly window of a fence.
+	Window = group.Window[emptypb.Empty, *emptypb.Empty]
+)
+
+// Groups are the two groups of the example, ready to build processors from.
+type Groups struct {
+	Visits *group.Group[visitspb.DeviceVisits, *visitspb.DeviceVisits]
+	Stats  *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits]
+}
+
+func triggerTime(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }
+
+// The groups' typed outputs: visit records, and the fence-keyed loop of the
+// statistics group.
+var (
+	visitsOut group.Out[visitspb.Visit, *visitspb.Visit]
+	byFence   group.LoopOut[visitspb.Visit, *visitspb.Visit]
+)
+
+// New defines both groups over topo's declarations.
+func New(topo *topology.Topology, log *slog.Logger) Groups {
+	v := group.New[visitspb.DeviceVisits](topo, topology.GroupVisits, log)
+	group.Stream(v, topology.TopicTriggers, pairTrigger, group.EventTime(triggerTime))
+	visitsOut = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, topology.TopicVisits)
+	group.StateTTL(v, DeviceTTL)
+	return Groups{Visits: v, Stats: newStats(topo, log)}
+}
+
+// pairTrigger keeps a device's open visits and emits a visit at each EXIT.
+func pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
+	if t.GetDeviceId() != c.Key() || t.GetFenceId() == "" || t.GetTriggerId() == "" {
+		return fmt.Errorf("trigger %q of device %q fence %q under key %q", t.GetTriggerId(), t.GetDeviceId(), t.GetFenceId(), c.Key())
+	}
+	st := c.State()
+	if st == nil {
+		st = &visitspb.DeviceVisits{}
+	}
+	if st.Seen == nil {
+		st.Seen = &kitpb.SeenSet{}
+	}
+	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenDevice}).Seen(st.Seen, t.GetTriggerId(), triggerTime(t)) {
+		duplicates.WithLabelValues(topology.GroupVisits).Inc()
+		return nil
+	}
+	if st.Open == nil {
+		st.Open = map[string]*visitspb.OpenVisit{}
+	}
+	switch t.GetType() {
+	case geofencepb.TriggerType_TRIGGER_TYPE_ENTER:
+		st.Open[t.GetFenceId()] = &visitspb.OpenVisit{EnterTriggerId: t.GetTriggerId(), EnteredMs: t.GetEventTimeMs()}
+	case geofencepb.TriggerType_TRIGGER_TYPE_EXIT:
+		open, ok := st.Open[t.GetFenceId()]
+		if !ok {
+			unpairedExits.Inc()
+			c.Logger().Debug("EXIT without its ENTER; no visit", "fence", t.GetFenceId(), "trigger_id", t.GetTriggerId())
+			break
+		}
+		delete(st.Open, t.GetFenceId())
+		visitsOut.Emit(c, c.Key(), &visitspb.Visit{
+			VisitId: open.GetEnterTriggerId(), DeviceId: c.Key(), FenceId: t.GetFenceId(),
+			EnteredMs: open.GetEnteredMs(), LeftMs: t.GetEventTimeMs(), DurationMs: max(0, t.GetEventTimeMs()-open.GetEnteredMs()),
+			ExitReason: t.GetReason(),
+		})
+		visitsEmitted.Inc()
+	}
+	c.SetState(st)
+	return nil
+}
+
+// stats holds the windows of the visit-stats group.
+type stats struct {
+	enters, dwell *group.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
+}
+
+func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
+	g := group.New[visitspb.FenceVisits](topo, topology.GroupVisitStats, log)
+	spec := group.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
+	s := &stats{
+		enters: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+			if st.Enters == nil {
+				st.Enters = &kitpb.WindowSet{}
+			}
+			return st.Enters
+		}, nil),
+		dwell: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+			if st.Dwell == nil {
+				st.Dwell = &kitpb.WindowSet{}
+			}
+			return st.Dwell
+		}, nil),
+	}
+	group.Stream(g, topology.TopicTriggers, loopEnter)
+	group.Stream(g, topology.TopicVisits, loopVisit)
+	byFence = group.Loop(g, s.apply, group.EventTime(visitTime))
+	return g
+}
+
+// visitTime is a looped record's event time: the EXIT of a visit, the ENTER of
+// an open one.
+func visitTime(v *visitspb.Visit) time.Time {
+	if v.GetLeftMs() > 0 {
+		return time.UnixMilli(v.GetLeftMs())
+	}
+	return time.UnixMilli(v.GetEnteredMs())
+}
+
+// loopEnter re-keys an ENTER by its fence, as an open visit: the boundary.
+func loopEnter(c *FenceContext, t *geofencepb.Trigger) error {
+	if t.GetType() != geofencepb.TriggerType_TRIGGER_TYPE_ENTER {
+		return nil
+	}
+	if t.GetDeviceId() != c.Key() || t.GetFenceId() == "" || t.GetTriggerId() == "" || t.GetEventTimeMs() <= 0 {
+		return fmt.Errorf("ENTER %q of device %q fence %q under key %q", t.GetTriggerId(), t.GetDeviceId(), t.GetFenceId(), c.Key())
+	}
+	byFence.Send(c, t.GetFenceId(), &visitspb.Visit{VisitId: t.GetTriggerId(), DeviceId: t.GetDeviceId(), FenceId: t.GetFenceId(), EnteredMs: t.GetEventTimeMs()})
+	return nil
+}
+
+// loopVisit re-keys a completed visit by its fence: the boundary.
+func loopVisit(c *FenceContext, v *visitspb.Visit) error {
+	if v.GetDeviceId() != c.Key() || v.GetFenceId() == "" || v.GetVisitId() == "" || v.GetLeftMs() <= 0 {
+		return fmt.Errorf("visit %q of device %q fence %q under key %q", v.GetVisitId(), v.GetDeviceId(), v.GetFenceId(), c.Key())
+	}
+	byFence.Send(c, v.GetFenceId(), v)
+	return nil
+}
+
+// apply adds a fence-keyed record to the fence's windows.
+func (s *stats) apply(c *FenceContext, v *visitspb.Visit) error {
+	if v.GetFenceId() != c.Key() {
+		return fmt.Errorf("looped visit of fence %q under key %q", v.GetFenceId(), c.Key())
+	}
+	st := c.State()
+	if st == nil {
+		st = &visitspb.FenceVisits{FenceId: c.Key()}
+	}
+	if st.Seen == nil {
+		st.Seen = &kitpb.SeenSet{}
+	}
+	id, open := "V|"+v.GetVisitId(), v.GetLeftMs() == 0
+	if open {
+		id = "E|" + v.GetVisitId()
+	}
+	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenFence}).Seen(st.Seen, id, visitTime(v)) {
+		duplicates.WithLabelValues(topology.GroupVisitStats).Inc()
+		return nil
+	}
+	var err error
+	if open {
+		err = s.enters.Add(c, st, visitTime(v), 1, nil)
+	} else {
+		err = s.dwell.Add(c, st, visitTime(v), time.Duration(v.GetDurationMs()*int64(time.Millisecond)).Seconds(), nil)
+		st.Recent = append(st.Recent, v)
+		if n := len(st.Recent); n > RecentVisits {
+			st.Recent = slices.Delete(st.Recent, 0, n-RecentVisits)
+		}
+	}
+	if err != nil && !errors.Is(err, group.ErrLate) { // late: counted by the kit, dropped
+		return err
+	}
+	c.SetState(st)
+	return nil
+}
+
+// Hour is one hour of a fence's statistics.
+type Hour struct {
+	Start        time.Time `json:"start"`
+	Enters       int64     `json:"enters"`
+	Visits       int64     `json:"visits"`
+	MeanDwellSec float64   `json:"mean_dwell_s"`
+	Final        bool      `json:"final"`
+}
+
+// Hours merges a fence's two window sets into hours, oldest first.
+func Hours(st *visitspb.FenceVisits) ([]Hour, error) {
+	enters, err := group.WindowsOf[emptypb.Empty](st.GetEnters())
+	if err != nil {
+		return nil, err
+	}
+	dwell, err := group.WindowsOf[emptypb.Empty](st.GetDwell())
+	if err != nil {
+		return nil, err
+	}
+	byStart := map[int64]*Hour{}
+	var out []*Hour
+	get := func(w Window) *Hour {
+		h := byStart[w.Start.UnixMilli()]
+		if h == nil {
+			h = &Hour{Start: w.Start.UTC(), Final: true}
+			byStart[w.Start.UnixMilli()] = h
+			out = append(out, h)
+		}
+		h.Final = h.Final && w.Closed
+		return h
+	}
+	for _, w := range enters {
+		get(w).Enters = w.Count
+	}
+	for _, w := range dwell {
+		h := get(w)
+		h.Visits, h.MeanDwellSec = w.Count, w.Mean()
+	}
+	slices.SortFunc(out, func(a, b *Hour) int { return a.Start.Compare(b.Start) })
+	res := make([]Hour, len(out))
+	for i, h := range out {
+		res[i] = *h
+	}
+	return res, nil
+}

@@ -1,0 +1,207 @@
+package visits_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// base is 2027-01-15 08:00 UTC; event times in the tests are offsets from it.
+var base = time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t      *testing.T
+	tt     *tester.Tester
+	vp, sp *group.Processor
+	out    *tester.QueueTracker
+	hlc    uint64
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, tt: tester.New(t)}
+	gs := visits.New(topology.Geofence(), nil)
+	wall := base.Add(72 * time.Hour) // ahead of every event: stream time comes from the data
+	opts := []group.Opt{group.Tester(h.tt), group.Clock(func() time.Time { return wall })}
+	var err error
+	if h.vp, err = gs.Visits.Processor(context.Background(), cluster.Config{}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if h.sp, err = gs.Stats.Processor(context.Background(), cluster.Config{}, opts...); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*group.Processor{h.vp, h.sp} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("processor: %v", err)
+			}
+		})
+	}
+	h.out = h.tt.NewQueueTracker(topology.TopicVisits)
+	return h
+}
+
+// trigger sends a trigger of device for fence at base+at; the same id for
+// the same (device, fence, type, at), as the debouncer's replays do.
+func (h *harness) trigger(device, fence string, typ geofencepb.TriggerType, at time.Duration) {
+	h.tt.Consume(topology.TopicTriggers, device, &geofencepb.Trigger{
+		TriggerId: fmt.Sprintf("%s|%s|%d|%d", device, fence, typ, at.Milliseconds()),
+		DeviceId:  device, FenceId: fence, Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
+		EventTimeMs: base.Add(at).UnixMilli(),
+	})
+}
+
+func (h *harness) enter(device, fence string, at time.Duration) {
+	h.trigger(device, fence, geofencepb.TriggerType_TRIGGER_TYPE_ENTER, at)
+}
+
+func (h *harness) exit(device, fence string, at time.Duration) {
+	h.trigger(device, fence, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, at)
+}
+
+func (h *harness) visits() []string {
+	h.tt.Catchup()
+	var out []string
+	for {
+		k, v, ok := h.out.Next()
+		if !ok {
+			return out
+		}
+		vis := v.(*visitspb.Visit)
+		if k != vis.DeviceId {
+			h.t.Fatalf("visit keyed %q, device %q: fence-visits is keyed by device", k, vis.DeviceId)
+		}
+		out = append(out, fmt.Sprintf("%s@%s %s-%s %s", vis.DeviceId, vis.FenceId,
+			time.UnixMilli(vis.EnteredMs).UTC().Format("15:04"), time.UnixMilli(vis.LeftMs).UTC().Format("15:04"), time.Duration(vis.DurationMs)*time.Millisecond))
+	}
+}
+
+// fire runs both groups' due timers.
+func (h *harness) fire() {
+	h.t.Helper()
+	for _, p := range []*group.Processor{h.vp, h.sp} {
+		if err := p.FireTimers(context.Background()); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	h.tt.Catchup()
+}
+
+// hours renders a fence's hours as "HH:MM e=enters v=visits d=mean dwell final".
+func (h *harness) hours(fence string) string {
+	h.t.Helper()
+	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(topology.TopicVisitStatsTable, fence))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	hs, err := visits.Hours(st)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, x := range hs {
+		out = append(out, fmt.Sprintf("%s e=%d v=%d d=%gs %v", x.Start.Format("15:04"), x.Enters, x.Visits, x.MeanDwellSec, x.Final))
+	}
+	return strings.Join(out, " | ")
+}
+
+func (h *harness) fenceState(fence string) *visitspb.FenceVisits {
+	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(topology.TopicVisitStatsTable, fence))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func TestEnterAndExitMakeAVisit(t *testing.T) {
+	h := newHarness(t)
+	h.enter("car-1", "depot", 5*time.Minute)
+	h.exit("car-1", "depot", 35*time.Minute)
+	if got := h.visits(); strings.Join(got, ",") != "car-1@depot 08:05-08:35 30m0s" {
+		t.Fatalf("visits %v", got)
+	}
+	if got := h.hours("depot"); got != "08:00 e=1 v=1 d=1800s false" {
+		t.Fatalf("hours %s", got)
+	}
+}
+
+// The debouncer re-emits an EXIT after a crash (same trigger id): it must not
+// make a second visit; and an EXIT whose ENTER this group never saw makes none.
+func TestExitWithoutEnterAfterReplay(t *testing.T) {
+	h := newHarness(t)
+	h.enter("car-1", "depot", 5*time.Minute)
+	h.exit("car-1", "depot", 35*time.Minute)
+	h.exit("car-1", "depot", 35*time.Minute) // replayed: its ENTER is used up
+	h.exit("car-2", "depot", 40*time.Minute) // its ENTER predates the group
+	if got := h.visits(); strings.Join(got, ",") != "car-1@depot 08:05-08:35 30m0s" {
+		t.Fatalf("visits %v, want exactly car-1's", got)
+	}
+	// A later ENTER/EXIT of the same device pairs normally.
+	h.enter("car-2", "depot", 50*time.Minute)
+	h.exit("car-2", "depot", 55*time.Minute)
+	if got := h.visits(); strings.Join(got, ",") != "car-2@depot 08:50-08:55 5m0s" {
+		t.Fatalf("visits %v", got)
+	}
+}
+
+// Duplicates on either input of the fence-keyed stats (replayed triggers,
+// re-emitted visits) are counted once.
+func TestDuplicatesCountOnce(t *testing.T) {
+	h := newHarness(t)
+	h.enter("car-1", "depot", 5*time.Minute)
+	h.enter("car-1", "depot", 5*time.Minute)
+	h.exit("car-1", "depot", 15*time.Minute)
+	vis := &visitspb.Visit{VisitId: fmt.Sprintf("car-1|depot|%d|%d", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, (5 * time.Minute).Milliseconds()),
+		DeviceId: "car-1", FenceId: "depot", EnteredMs: base.Add(5 * time.Minute).UnixMilli(), LeftMs: base.Add(15 * time.Minute).UnixMilli(), DurationMs: (10 * time.Minute).Milliseconds()}
+	h.tt.Consume(topology.TopicVisits, "car-1", vis) // the same visit again
+	h.tt.Catchup()
+	if got := h.hours("depot"); got != "08:00 e=1 v=1 d=600s false" {
+		t.Fatalf("hours %s, want one ENTER and one visit", got)
+	}
+}
+
+// An hour closes when stream time passes its end plus the 10-minute grace:
+// then it is final, and a record for it is late (counted, dropped).
+func TestWindowClosedByStreamTimeAndLateRecord(t *testing.T) {
+	h := newHarness(t)
+	h.enter("car-1", "depot", 10*time.Minute)
+	h.enter("car-2", "depot", 65*time.Minute) // stream time 09:05: 08:00 still takes records
+	h.fire()
+	h.enter("car-3", "depot", 55*time.Minute) // out of order, within grace
+	if got := h.hours("depot"); got != "08:00 e=2 v=0 d=0s false | 09:00 e=1 v=0 d=0s false" {
+		t.Fatalf("hours %s", got)
+	}
+	h.enter("car-4", "yard", 71*time.Minute) // another fence on the loop moves stream time to 09:11
+	h.fire()
+	if got := h.hours("depot"); got != "08:00 e=2 v=0 d=0s true | 09:00 e=1 v=0 d=0s false" {
+		t.Fatalf("after the close: %s", got)
+	}
+	h.enter("car-5", "depot", 50*time.Minute) // beyond grace
+	if got := h.hours("depot"); got != "08:00 e=2 v=0 d=0s true | 09:00 e=1 v=0 d=0s false" {
+		t.Fatalf("a late ENTER changed the closed hour: %s", got)
+	}
+	if late := h.fenceState("depot").GetEnters().GetLate(); late != 1 {
+		t.Fatalf("late count %d, want 1", late)
+	}
+	// After 24 hours of stream time the hour leaves the state.
+	h.enter("car-6", "depot", 25*time.Hour+11*time.Minute)
+	h.fire()
+	if got := h.hours("depot"); strings.HasPrefix(got, "08:00") {
+		t.Fatalf("retention: %s", got)
+	}
+}

@@ -1,0 +1,77 @@
+package topology
+
+// Topic and group names of the visits example (processors/visits).
+const (
+	TopicVisits          = "fence-visits"
+	GroupVisits          = "visits"
+	TopicVisitsTable     = GroupVisits + "-table"
+	GroupVisitStats      = "visit-stats"
+	TopicVisitStatsLoop  = GroupVisitStats + "-loop"
+	TopicVisitStatsTable = GroupVisitStats + "-table"
+)
+
+// visits declares the visits example: the visits group pairs each device's
+// ENTER and EXIT per fence into visit records (device-keyed), and visit-stats
+// re-keys ENTERs and visits by fence, across a declared boundary, into hourly
+// windows.
+func visits(n int32) ([]Topic, []Processor, []Boundary) {
+	topics := []Topic{
+		{Name: TopicVisits, Key: "device_id", Value: "fencestream.visits.v1.Visit", Partitions: n, Cleanup: CleanupDelete,
+			Doc: "completed visits (ENTER paired with EXIT) per device, in device order"},
+		{Name: TopicVisitsTable, Key: "device_id", Value: "fencestream.visits.v1.DeviceVisits", Partitions: n, Cleanup: CleanupCompact,
+			Doc: "open visits per device"},
+		TimersTopic(GroupVisits, "device_id", n),
+		{Name: TopicVisitStatsLoop, Key: "fence_id", Value: "fencestream.visits.v1.Visit", Partitions: n, Cleanup: CleanupDelete,
+			Doc: "ENTERs (as open visits) and completed visits re-keyed by fence"},
+		{Name: TopicVisitStatsTable, Key: "fence_id", Value: "fencestream.visits.v1.FenceVisits", Partitions: n, Cleanup: CleanupCompact,
+			Doc: "hourly ENTER counts and mean dwell per fence, last 24 hours"},
+		TimersTopic(GroupVisitStats, "fence_id", n),
+	}
+	timersVisits, timersStats := TimersTopicName(GroupVisits), TimersTopicName(GroupVisitStats)
+	procs := []Processor{
+		{
+			Group:   GroupVisits,
+			Streams: []string{TopicTriggers},
+			Emits:   []string{TopicVisits, TopicDeadLetter},
+			Table:   TopicVisitsTable,
+			Timers:  timersVisits,
+			Flows: []Flow{
+				{From: TopicTriggers, To: TopicVisitsTable},
+				{From: TopicTriggers, To: TopicVisits},
+				{From: TopicTriggers, To: TopicDeadLetter},
+				{From: timersVisits, To: TopicVisitsTable},
+			},
+			Doc: "pairs each device's ENTER and EXIT per fence into visits; open visits expire after 7 days of stream time",
+		},
+		{
+			Group:   GroupVisitStats,
+			Streams: []string{TopicTriggers, TopicVisits},
+			Emits:   []string{TopicDeadLetter},
+			Loop:    TopicVisitStatsLoop,
+			Table:   TopicVisitStatsTable,
+			Timers:  timersStats,
+			Flows: []Flow{
+				{From: TopicTriggers, To: TopicVisitStatsLoop},
+				{From: TopicVisits, To: TopicVisitStatsLoop},
+				{From: TopicVisitStatsLoop, To: TopicVisitStatsTable},
+				{From: timersStats, To: TopicVisitStatsTable},
+				{From: TopicTriggers, To: TopicDeadLetter},
+				{From: TopicVisits, To: TopicDeadLetter},
+				{From: TopicVisitStatsLoop, To: TopicDeadLetter},
+			},
+			Doc: "hourly ENTER counts and mean dwell per fence, in windows on event time",
+		},
+	}
+	lost := "per-device order across fences; order between devices of one fence beyond arrival order; a replay of either input may repeat records"
+	bounds := []Boundary{
+		{Processor: GroupVisitStats, From: TopicTriggers, To: TopicVisitStatsLoop,
+			Preserved: "per-(device, fence) order of ENTERs as the debouncer wrote them",
+			Lost:      lost,
+			Lag:       "windows take records up to their grace (10 min of stream time) after they end; later ones are counted as late and dropped; duplicates are dropped by id"},
+		{Processor: GroupVisitStats, From: TopicVisits, To: TopicVisitStatsLoop,
+			Preserved: "per-(device, fence) order of visits",
+			Lost:      lost,
+			Lag:       "as for ENTERs: grace 10 min, duplicates dropped by visit id"},
+	}
+	return topics, procs, bounds
+}
