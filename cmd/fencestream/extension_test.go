@@ -21,11 +21,12 @@ func TestRegisteredProcessorRunsInTheAllInOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the pipeline")
 	}
+	data := t.TempDir() // before the cleanup below, so it is removed after the runner stops
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &embeddedtest.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--devices", "20", "--partitions", "6"}, out, out)
+		done <- run(ctx, []string{"--data", data, "--listen", "127.0.0.1:0", "--devices", "20", "--partitions", "6"}, out, out)
 	}()
 	t.Cleanup(func() {
 		cancel()

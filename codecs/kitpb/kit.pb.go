@@ -500,7 +500,7 @@ func (x *Header) GetValue() []byte {
 	return nil
 }
 
-// Tick asks a group, through its own loop topic, to run time-driven work for
+// Tick asks a group, through its own <group>-timers topic, to run time-driven work for
 // one key: the wall clock decides when it is sent, the record (and so a
 // replay) decides what it does.
 type Tick struct {
