@@ -23,7 +23,8 @@ func TestViewSourcesSumSplitFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, vs.Occupancy) // the only view Fence and Each read
+	grouptest.RunView(t, vs.Devices) // Goka's tester waits for every view it built
+	grouptest.RunView(t, vs.Occupancy)
 	in := &geofencepb.Member{Inside: true}
 	table := goka.Table(topology.TopicOccupancy)
 	tt.SetTableValue(table, "big", &geofencepb.Occupancy{FenceId: "big", Count: 1, SaltBuckets: 32, EntersTotal: 2, ExitsTotal: 1,
