@@ -19,16 +19,19 @@ import (
 // topic). record-bytes is the size of the record the trigger last rewrote,
 // hops/op the records it passed through. layout=single is one record per
 // fence, as before bounded records (no splitting); layout=split the default
-// limits.
+// limits (64 members a record); layout=split256 records of 256 members.
 //
 //	go test -run x -bench Trigger -benchtime 200x ./processors/occupancy/
 func BenchmarkTrigger(b *testing.B) {
 	for _, n := range []int{10_000, 200_000} {
-		for _, layout := range []string{"single", "split"} {
+		for _, layout := range []string{"single", "split256", "split"} {
 			b.Run(fmt.Sprintf("members=%d/layout=%s", n, layout), func(b *testing.B) {
 				lim := occupancy.Limits{}
-				if layout == "single" {
+				switch layout {
+				case "single":
 					lim.MaxMembers = math.MaxInt32
+				case "split256":
+					lim.MaxMembers = 256
 				}
 				benchTrigger(b, n, lim)
 			})
@@ -60,7 +63,7 @@ func benchTrigger(b *testing.B, n int, lim occupancy.Limits) {
 			typ = enter
 		}
 		next++
-		tr := benchTrig(i%n, typ, hlc.Pack(next, 0))
+		tr := benchTrig(i*7919%n, typ, hlc.Pack(next, 0)) // a prime stride: every part of the fence, each device in turn
 		for key := tr.FenceId; ; {
 			hops++
 			occ := &geofencepb.Occupancy{}
