@@ -16,8 +16,9 @@ import (
 // devices inside: for every record on the trigger's way, decode it, apply the
 // trigger, encode it when it changed (Goka does the same around every
 // callback), and encode and decode the trigger once per forward (the loop
-// topic). record-bytes is the size of the record the trigger last rewrote,
-// hops/op the records it passed through. layout=single is one record per
+// topic). record-bytes is the size of the record the last trigger rewrote,
+// largest-record-bytes the largest in the table, hops/op the records a
+// trigger passed through. layout=single is one record per
 // fence, as before bounded records (no splitting); layout=split the default
 // limits (64 members a record); layout=split256 records of 256 members.
 //
@@ -92,7 +93,13 @@ func benchTrigger(b *testing.B, n int, lim occupancy.Limits) {
 			}
 		}
 	}
+	b.StopTimer()
+	largest := 0
+	for _, v := range raw {
+		largest = max(largest, len(v))
+	}
 	b.ReportMetric(float64(written), "record-bytes")
+	b.ReportMetric(float64(largest), "largest-record-bytes")
 	b.ReportMetric(float64(hops)/float64(b.N), "hops/op")
 }
 
