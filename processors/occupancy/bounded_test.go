@@ -383,7 +383,7 @@ func bigFence(n int) (order []*geofencepb.Trigger, want []int64) {
 	return order, want
 }
 
-var bigGroup = flag.Bool("big", false, "run TestBigFenceThroughGroup with 200,000 devices (about 5 minutes) instead of 20,000")
+var bigGroup = flag.Bool("big", false, "run TestBigFenceThroughGroup with 200,000 devices (about 2 minutes) instead of 20,000")
 
 func bigFenceSize(t *testing.T) int {
 	if testing.Short() || raceEnabled {
@@ -428,7 +428,7 @@ func TestBigFenceBounded(t *testing.T) {
 // bound; every split is recorded once on hot-keys; and Total over the table
 // equals the truth.
 //
-// Goka's tester costs ~0.3 ms per trigger here, so the default is 20,000
+// Goka's tester costs ~0.25 ms per trigger here, so the default is 20,000
 // devices (2,000 under -short or -race); -big runs 200,000:
 //
 //	go test ./processors/occupancy/ -run BigFenceThroughGroup -v -args -big
