@@ -16,19 +16,23 @@ import (
 // devices inside: for every record on the trigger's way, decode it, apply the
 // trigger, encode it when it changed (Goka does the same around every
 // callback), and encode and decode the trigger once per forward (the loop
-// topic). record-bytes is the size of the record the trigger last rewrote,
-// hops/op the records it passed through. layout=single is one record per
+// topic). record-bytes is the size of the record the last trigger rewrote,
+// largest-record-bytes the largest in the table, hops/op the records a
+// trigger passed through. layout=single is one record per
 // fence, as before bounded records (no splitting); layout=split the default
-// limits.
+// limits (64 members a record); layout=split256 records of 256 members.
 //
 //	go test -run x -bench Trigger -benchtime 200x ./processors/occupancy/
 func BenchmarkTrigger(b *testing.B) {
 	for _, n := range []int{10_000, 200_000} {
-		for _, layout := range []string{"single", "split"} {
+		for _, layout := range []string{"single", "split256", "split"} {
 			b.Run(fmt.Sprintf("members=%d/layout=%s", n, layout), func(b *testing.B) {
 				lim := occupancy.Limits{}
-				if layout == "single" {
+				switch layout {
+				case "single":
 					lim.MaxMembers = math.MaxInt32
+				case "split256":
+					lim.MaxMembers = 256
 				}
 				benchTrigger(b, n, lim)
 			})
@@ -60,7 +64,7 @@ func benchTrigger(b *testing.B, n int, lim occupancy.Limits) {
 			typ = enter
 		}
 		next++
-		tr := benchTrig(i%n, typ, hlc.Pack(next, 0))
+		tr := benchTrig(i*7919%n, typ, hlc.Pack(next, 0)) // a prime stride: every part of the fence, each device in turn
 		for key := tr.FenceId; ; {
 			hops++
 			occ := &geofencepb.Occupancy{}
@@ -89,7 +93,13 @@ func benchTrigger(b *testing.B, n int, lim occupancy.Limits) {
 			}
 		}
 	}
+	b.StopTimer()
+	largest := 0
+	for _, v := range raw {
+		largest = max(largest, len(v))
+	}
 	b.ReportMetric(float64(written), "record-bytes")
+	b.ReportMetric(float64(largest), "largest-record-bytes")
 	b.ReportMetric(float64(hops)/float64(b.N), "hops/op")
 }
 

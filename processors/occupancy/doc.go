@@ -43,8 +43,8 @@
 //
 // A record holds its current members plus a deduplication horizon, never the
 // history, and never more than [Limits].MaxMembers members, so no record of
-// occupancy-table exceeds [Limits.RecordBound] (239 KB with the defaults and
-// the longest ids the key rules allow; typical ids give ~20 KB), below the
+// occupancy-table exceeds [Limits.RecordBound] (80 KB with the defaults and
+// the longest ids the key rules allow; typical ids give ~6 KB), below the
 // stated [MaxRecordBytes] of 256 KiB and Kafka's 1 MB default.
 //
 // The horizon. A member that left is kept only while a replay could still
