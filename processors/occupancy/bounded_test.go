@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
@@ -485,7 +486,7 @@ func TestBigFenceThroughGroup(t *testing.T) {
 		if !ok {
 			break
 		}
-		d := v.(*geofencepb.HotKey)
+		d := v.(*kitpb.HotKey)
 		if decisions[key] || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets || key != topology.TopicOccupancy+"/"+d.Key || counts[d.Key] == 0 && h.occ(d.Key) == nil {
 			t.Fatalf("hot-keys record %q: %v (again: %v)", key, d, decisions[key])
 		}
@@ -571,7 +572,7 @@ func TestSplitFenceOnEmbeddedBroker(t *testing.T) {
 		}
 		return false
 	})
-	var d geofencepb.HotKey
+	var d kitpb.HotKey
 	for _, r := range recs {
 		if string(r.Key) == topology.TopicOccupancy+"/depot" {
 			if err := proto.Unmarshal(r.Value, &d); err != nil || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets {
