@@ -158,7 +158,7 @@ func (p *Processor) Run(ctx context.Context) error {
 // processor use sc (oldest offset, TLS, SASL), never Goka's global config.
 func SaramaOptions(sc *sarama.Config) []goka.ProcessorOption {
 	return []goka.ProcessorOption{
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
+		goka.WithConsumerGroupBuilder(ConsumerGroupBuilder(sc)), // no 5 s sleep per rebalance
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
 		goka.WithTopicManagerBuilder(TopicManagerBuilder(sc)),
