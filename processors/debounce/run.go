@@ -21,6 +21,8 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
+	// Group are further group options (storage, producer flush).
+	Group []group.Opt
 	// SweepEvery is the silence-sweep interval (0: 30s).
 	SweepEvery time.Duration
 	Defaults   Settings
@@ -64,7 +66,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	// Topics must exist before the follower reads the fences topic.
-	proc, err := d.Group().Processor(ctx, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	proc, err := d.Group().Processor(ctx, cl, append([]group.Opt{group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead)}, rc.Group...)...)
 	if err != nil {
 		return err
 	}

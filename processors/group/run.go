@@ -13,11 +13,11 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/tester"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -32,6 +32,9 @@ type runConfig struct {
 	tester       *tester.Tester
 	noCreate     bool
 	extra        []goka.ProcessorOption
+	storage      statestore.Kind // see storage.go
+	flush        time.Duration
+	flushSet     bool
 }
 
 // StateDir is where the group keeps its LevelDB tables (required, except with
@@ -112,7 +115,12 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		popts = append(popts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))))
+		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log))
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		}
+		popts = append(popts, goka.WithStorageBuilder(sb))
 		if cfg.hotStandby {
 			popts = append(popts, goka.WithHotStandby())
 		}

@@ -20,6 +20,8 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
+	// Group are further group options (storage, producer flush).
+	Group []group.Opt
 	// DevicesCap bounds the devices listed per fence (0: DefaultDevicesCap).
 	DevicesCap int
 	// LagEvery is how often the lag gauges are refreshed (0: 10s; negative: off).
@@ -50,7 +52,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	proc, err := Processor(ctx, g, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	proc, err := Processor(ctx, g, cl, append([]group.Opt{group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead)}, rc.Group...)...)
 	if err != nil {
 		return fmt.Errorf("occupancy: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -21,6 +23,7 @@ type ProcessorFlags struct {
 	RecoverAhead bool
 	Partitions   int
 	MetricsAddr  string
+	Storage      statestore.Kind
 }
 
 // Register adds the flags to fs; metricsAddr is the binary's default.
@@ -31,6 +34,7 @@ func (p *ProcessorFlags) Register(fs *flag.FlagSet, metricsAddr string) {
 	fs.BoolVar(&p.HotStandby, "hot-standby", false, "keep warm copies of other partitions' state for fast takeover")
 	fs.BoolVar(&p.RecoverAhead, "recover-ahead", false, "recover newly assigned partitions before the rebalance completes")
 	fs.IntVar(&p.Partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (must match the broker)")
+	fs.TextVar(&p.Storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.StringVar(&p.MetricsAddr, "metrics-addr", metricsAddr, "address for /metrics and /healthz (empty: off)")
 }
 
@@ -56,6 +60,9 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 func (p *ProcessorFlags) Topology() *topology.Topology {
 	return topology.Geofence(topology.WithPartitions(int32(p.Partitions)))
 }
+
+// GroupOpts are the group options the flags choose.
+func (p *ProcessorFlags) GroupOpts() []group.Opt { return []group.Opt{group.Storage(p.Storage)} }
 
 // Logger builds the logger the log flags describe.
 func (p *ProcessorFlags) Logger(w io.Writer) (*slog.Logger, error) { return p.Logs.Logger(w) }
