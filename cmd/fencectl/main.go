@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runFences(ctx, rest, stdout, stderr)
 	case "sim":
 		return runSim(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	}
 	return usageError(stderr, "fencectl", "unknown command %q", cmd)
 }
@@ -77,6 +79,9 @@ Commands:
                       run the seeded fleet simulator, producing pings
   sim misorder [--seed S ...]
                       per keying strategy: misordered pairs per million and skew
+  bench [--brokers B] [--pings N --devices N --rates R,... --storage S]
+                      throughput (raw consumer, Goka counter, debouncer, pipeline) and
+                      latency at fixed rates, as one JSON object
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.
