@@ -82,6 +82,8 @@ Commands:
   bench [--brokers B] [--pings N --devices N --rates R,... --storage S]
                       throughput (raw consumer, Goka counter, debouncer, pipeline) and
                       latency at fixed rates, as one JSON object
+  bench storage [--brokers B] [--states N,N --kinds K,K]
+                      the group-table stores side by side: throughput, restart, disk, memory
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"syscall"
 	"time"
@@ -34,7 +33,6 @@ import (
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
-	"github.com/fencestream/fencestream/topology/embedded"
 )
 
 // Config sizes a run.
@@ -159,6 +157,10 @@ type Result struct {
 	TriggersPerPing float64 `json:"triggers_per_ping"`
 }
 
+var quietLog = slog.New(slog.DiscardHandler)
+
+var newAdmin = kadm.NewClient
+
 // env is what the stages share.
 type env struct {
 	cfg     Config
@@ -184,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	e := &env{cfg: cfg, log: quietLog}
 	res := &Result{}
 	res.Machine.CPUs, res.Machine.GOOS, res.Machine.GOARCH, res.Machine.GoVersion = runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()
 	res.Config.Pings, res.Config.Devices, res.Config.Partitions, res.Config.Storage = cfg.Pings, cfg.Devices, cfg.Partitions, string(cfg.Storage)
@@ -193,57 +195,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Flush >= 0 {
 		res.Config.FlushMs = float64(cfg.Flush) / float64(time.Millisecond)
 	}
-
-	e.cl = cfg.Cluster
 	res.Config.Broker = "external"
-	if len(e.cl.Brokers) == 0 {
-		b, err := embedded.Start()
-		if err != nil {
-			return nil, err
-		}
-		defer b.Close()
-		e.cl = cluster.Config{Brokers: b.Addrs()}
+	if len(cfg.Cluster.Brokers) == 0 {
 		res.Config.Broker = "embedded"
 	}
-	dir := cfg.StateDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "fencestream-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	e.dirs = dir
-	e.topo = topology.Geofence(topology.WithPartitions(cfg.Partitions))
-	kopts, err := e.cl.Kgo()
+	cleanup, err := e.connect()
 	if err != nil {
 		return nil, err
 	}
-	admc, err := kgo.NewClient(kopts...)
-	if err != nil {
-		return nil, err
-	}
-	defer admc.Close()
-	e.adm = kadm.NewClient(admc)
-	defer func() {
-		if e.kc != nil {
-			e.kc.Close()
-		}
-	}()
-
-	e.cat = fences.New()
-	demo := fences.Demo()
-	if err := e.cat.Apply(1, demo, nil); err != nil {
-		return nil, err
-	}
-	res.Config.Fences = len(demo)
+	defer cleanup()
+	res.Config.Fences = e.cat.Snapshot().Len()
 
 	total := cfg.Pings
 	for _, r := range cfg.Rates {
 		total += int(float64(r) * cfg.Window.Seconds())
 	}
-	e.progress("simulating %d pings from %d devices over %d fences", total, cfg.Devices, len(demo))
+	e.progress("simulating %d pings from %d devices over %d fences", total, cfg.Devices, res.Config.Fences)
 	if err := e.simulate(total); err != nil {
 		return nil, err
 	}

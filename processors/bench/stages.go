@@ -158,6 +158,18 @@ func (r *running) stop() {
 }
 
 func (e *env) start(ctx context.Context, withOccupancy bool) (*running, error) {
+	return e.startIn(ctx, withOccupancy, "")
+}
+
+// startIn starts the processors with their state under dir ("" a new
+// directory per processor) and returns once they are ready (tables recovered).
+func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*running, error) {
+	stateDir := func(name string) string {
+		if dir != "" {
+			return dir
+		}
+		return e.stateDir(name)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, errc: make(chan error, 2)}
 	ready := make(chan struct{})
@@ -165,7 +177,7 @@ func (e *env) start(ctx context.Context, withOccupancy bool) (*running, error) {
 	var debP, occP atomic.Pointer[group.Processor]
 	r.wg.Go(func() error {
 		err := debounce.Run(ctx, e.cl, debounce.RunConfig{
-			Topology: e.topo, StateDir: e.stateDir("debouncer"), Defaults: debounce.DefaultSettings(),
+			Topology: e.topo, StateDir: stateDir("debouncer"), Defaults: debounce.DefaultSettings(),
 			Log: e.log, Catalogue: e.cat, CatalogueReady: ready, Group: e.groupOpts(),
 			Started: func(p *group.Processor) { debP.Store(p) },
 		})
@@ -175,7 +187,7 @@ func (e *env) start(ctx context.Context, withOccupancy bool) (*running, error) {
 	if withOccupancy {
 		r.wg.Go(func() error {
 			err := occupancy.Run(ctx, e.cl, occupancy.RunConfig{
-				Topology: e.topo, StateDir: e.stateDir("occupancy"), LagEvery: -1, Log: e.log, Group: e.groupOpts(),
+				Topology: e.topo, StateDir: stateDir("occupancy"), LagEvery: -1, Log: e.log, Group: e.groupOpts(),
 				Started: func(p *group.Processor) { occP.Store(p) },
 			})
 			r.errc <- err
