@@ -33,6 +33,7 @@ ARE DELETED and recreated.`)
 	devices := c.fs.Int("devices", 10_000, "simulated devices")
 	rates := c.fs.String("rates", "10000,20000,40000", "offered rates in pings/s, comma-separated (empty: none)")
 	window := c.fs.Duration("window", 5*time.Second, "how long each rate is offered")
+	interval := c.fs.Duration("interval", 5*time.Second, "interval between one device's pings (event time)")
 	storage := statestore.Default
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
@@ -51,11 +52,11 @@ ARE DELETED and recreated.`)
 	if err != nil {
 		return c.usageErr(stderr, "--rates: %v", err)
 	}
-	if *pings <= 0 || *devices <= 0 || *window <= 0 {
-		return c.usageErr(stderr, "--pings, --devices and --window must be positive")
+	if *pings <= 0 || *devices <= 0 || *window <= 0 || *interval <= 0 {
+		return c.usageErr(stderr, "--pings, --devices, --window and --interval must be positive")
 	}
 	res, err := bench.Run(ctx, bench.Config{
-		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window,
+		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
 		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
 	})
 	if err != nil {

@@ -48,6 +48,10 @@ type Config struct {
 	Rates []int
 	// Window is how long each rate is offered (default 5 s).
 	Window time.Duration
+	// Interval between one device's pings (default 5 s: a fleet tracker's
+	// usual rate; it also makes the short simulated span cover enough
+	// driving for fence transitions to happen).
+	Interval time.Duration
 	// Storage of every Goka table (default statestore.Default).
 	Storage statestore.Kind
 	// Flush is the processors' producer flush (negative: the group default).
@@ -72,6 +76,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Window == 0 {
 		c.Window = 5 * time.Second
+	}
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Second
 	}
 	if c.Storage == "" {
 		c.Storage = statestore.Default
@@ -141,6 +148,7 @@ type Result struct {
 		Storage    string  `json:"storage"`
 		FlushMs    float64 `json:"producer_flush_ms"`
 		WindowS    float64 `json:"window_s"`
+		IntervalS  float64 `json:"ping_interval_s"`
 		Fences     int     `json:"fences"`
 		Broker     string  `json:"broker"`
 	} `json:"config"`
@@ -191,6 +199,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Machine.CPUs, res.Machine.GOOS, res.Machine.GOARCH, res.Machine.GoVersion = runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()
 	res.Config.Pings, res.Config.Devices, res.Config.Partitions, res.Config.Storage = cfg.Pings, cfg.Devices, cfg.Partitions, string(cfg.Storage)
 	res.Config.WindowS = cfg.Window.Seconds()
+	res.Config.IntervalS = cfg.Interval.Seconds()
 	res.Config.FlushMs = -1
 	if cfg.Flush >= 0 {
 		res.Config.FlushMs = float64(cfg.Flush) / float64(time.Millisecond)
@@ -250,7 +259,8 @@ func (e *env) simulate(total int) error {
 		Seed:     1,
 		Moving:   e.cfg.Devices - e.cfg.Devices/10,
 		Parked:   e.cfg.Devices / 10,
-		Duration: time.Duration(ticks+1) * time.Second,
+		Interval: e.cfg.Interval,
+		Duration: time.Duration(ticks+1) * e.cfg.Interval,
 		StampHLC: true,
 	}, e.cat.Snapshot().All())
 	if err != nil {
@@ -318,18 +328,10 @@ func (e *env) reset(ctx context.Context) error {
 func ptr[T any](v T) *T { return &v }
 
 // produceAll produces the throughput pings (the first cfg.Pings) as fast as
-// the broker takes them, with a new producer (topics were just recreated: a
-// client that knew the old ones would use their stale ids).
+// the broker takes them.
 func (e *env) produceAll(ctx context.Context) error {
 	e.progress("producing %d pings", e.cfg.Pings)
-	if e.kc != nil {
-		e.kc.Close()
-	}
-	kopts, err := e.cl.Kgo()
-	if err != nil {
-		return err
-	}
-	if e.kc, err = kgo.NewClient(append(kopts, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<20))...); err != nil {
+	if err := e.newProducer(); err != nil {
 		return err
 	}
 	recs := make([]*kgo.Record, e.cfg.Pings)
@@ -337,6 +339,20 @@ func (e *env) produceAll(ctx context.Context) error {
 		recs[i] = &kgo.Record{Topic: topology.TopicPings, Key: []byte(e.pings[i].DeviceId), Value: e.encoded[i]}
 	}
 	return e.kc.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// newProducer replaces e.kc: after a reset, a client that knew the deleted
+// topics would produce with their stale ids.
+func (e *env) newProducer() error {
+	if e.kc != nil {
+		e.kc.Close()
+	}
+	kopts, err := e.cl.Kgo()
+	if err != nil {
+		return err
+	}
+	e.kc, err = kgo.NewClient(append(kopts, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<20))...)
+	return err
 }
 
 // cpu is the process's user+system CPU time so far.

@@ -143,6 +143,9 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 // the size of a busy device's state) to the debouncer's table topic.
 func (e *env) produceStates(ctx context.Context, n int) error {
 	e.progress("producing %d device states", n)
+	if err := e.newProducer(); err != nil {
+		return err
+	}
 	enc := codecs.For[geofencepb.DeviceState]()
 	const batch = 50_000
 	for i := 0; i < n; i += batch {
