@@ -127,11 +127,11 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 		goka.Persist(new(codec.Int64)),
 	)
 	popts := append(group.SaramaOptions(sc), goka.WithStorageBuilder(sb), goka.WithLogger(quietGoka{}), topology.GokaProcessorHasher())
+	flush := group.DefaultProducerFlush // as the kit's processors
 	if e.cfg.Flush >= 0 {
-		pc := *sc
-		pc.Producer.Flush.Frequency = e.cfg.Flush
-		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(&pc)))
+		flush = e.cfg.Flush
 	}
+	popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(group.WithProducerFlush(sc, flush))))
 	p, err := goka.NewProcessor(e.cl.Brokers, gg, popts...)
 	if err != nil {
 		return Stage{}, err

@@ -3,6 +3,7 @@ package statestore
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb"
@@ -41,14 +42,17 @@ func levelDBBuilder(dir string, cfg config) storage.Builder {
 // values, deletes and iteration are Goka's.
 type levelDBStore struct {
 	storage.Storage
-	db  *leveldb.DB
-	off *offsets
+	db      *leveldb.DB
+	off     *offsets
+	closing sync.Once
 }
 
 func (s *levelDBStore) Open() error { return nil } // Goka's Open only starts its own offset ticker
 
-func (s *levelDBStore) Close() error {
-	return errors.Join(s.off.close(), s.db.Close())
+// Close writes the offset and closes the database (the first call only).
+func (s *levelDBStore) Close() (err error) {
+	s.closing.Do(func() { err = errors.Join(s.off.close(), s.db.Close()) })
+	return err
 }
 
 func (s *levelDBStore) GetOffset(def int64) (int64, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/lovoo/goka/storage"
@@ -36,14 +37,18 @@ func pebbleBuilder(dir string, cfg config) storage.Builder {
 // pebbleStore is a Goka table in one Pebble database: WAL on, writes not
 // synced (the changelog is the source of truth; see the package doc).
 type pebbleStore struct {
-	db  *pebble.DB
-	off *offsets
+	db      *pebble.DB
+	off     *offsets
+	closing sync.Once
 }
 
 func (s *pebbleStore) Open() error { return nil }
 
-func (s *pebbleStore) Close() error {
-	return errors.Join(s.off.close(), s.db.Close())
+// Close writes the offset and closes the database; only the first call does
+// anything (Pebble panics on a second close).
+func (s *pebbleStore) Close() (err error) {
+	s.closing.Do(func() { err = errors.Join(s.off.close(), s.db.Close()) })
+	return err
 }
 
 func (s *pebbleStore) Has(key string) (bool, error) {

@@ -125,6 +125,7 @@ type offsets struct {
 	put     func([]byte) error
 	stop    chan struct{}
 	done    chan struct{}
+	closing sync.Once
 }
 
 func newOffsets(put func([]byte) error, every time.Duration) *offsets {
@@ -173,9 +174,14 @@ func (o *offsets) flush() error {
 	return nil
 }
 
-// close stops the ticker and writes the last offset.
+// close stops the ticker and writes the last offset (once; later calls are
+// no-ops).
 func (o *offsets) close() error {
-	close(o.stop)
+	first := false
+	o.closing.Do(func() { first = true; close(o.stop) })
+	if !first {
+		return nil
+	}
 	<-o.done
 	return o.flush()
 }
