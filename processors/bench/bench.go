@@ -154,11 +154,16 @@ type Result struct {
 	} `json:"config"`
 	RawConsumer Stage `json:"a_raw_consumer"`
 	GokaCounter Stage `json:"b_goka_counter"`
-	Debouncer   Stage `json:"c_debouncer"`
-	Pipeline    Stage `json:"d_pipeline"`
-	Ratios      struct {
+	// GokaCounterGokaLevelDB is the same counter on Goka's own LevelDB
+	// storage (the old default), the issue's yardstick for the pipeline.
+	GokaCounterGokaLevelDB Stage `json:"b0_goka_counter_goka_leveldb"`
+	Debouncer              Stage `json:"c_debouncer"`
+	Pipeline               Stage `json:"d_pipeline"`
+	Ratios                 struct {
 		DebouncerOverCounter float64 `json:"c_over_b"`
 		PipelineOverCounter  float64 `json:"d_over_b"`
+		// PipelineOverGokaLevelDB is d over the counter on Goka's LevelDB.
+		PipelineOverGokaLevelDB float64 `json:"d_over_b0"`
 	} `json:"ratios"`
 	Rates           []Rate  `json:"rates"`
 	TotalSeconds    float64 `json:"total_s"`
@@ -238,6 +243,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("goka counter: %w", err)
 	}
 	e.progress("b goka counter (%s): %.0f pings/s", cfg.Storage, res.GokaCounter.PingsPerSec)
+	e.cfg.Storage = statestore.GokaLevelDB
+	if err := e.reset(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.produceAll(ctx); err != nil {
+		return nil, err
+	}
+	if res.GokaCounterGokaLevelDB, err = e.counter(ctx); err != nil {
+		return nil, fmt.Errorf("goka counter on goka-leveldb: %w", err)
+	}
+	e.cfg.Storage = cfg.Storage
+	e.progress("b0 goka counter (goka-leveldb): %.0f pings/s", res.GokaCounterGokaLevelDB.PingsPerSec)
 	if res.Debouncer, err = e.debouncer(ctx); err != nil {
 		return nil, fmt.Errorf("debouncer: %w", err)
 	}
@@ -248,6 +265,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.GokaCounter.PingsPerSec > 0 {
 		res.Ratios.DebouncerOverCounter = res.Debouncer.PingsPerSec / res.GokaCounter.PingsPerSec
 		res.Ratios.PipelineOverCounter = res.Pipeline.PingsPerSec / res.GokaCounter.PingsPerSec
+	}
+	if res.GokaCounterGokaLevelDB.PingsPerSec > 0 {
+		res.Ratios.PipelineOverGokaLevelDB = res.Pipeline.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
 	}
 	res.TotalSeconds = time.Since(start).Seconds()
 	return res, nil

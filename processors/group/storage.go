@@ -16,7 +16,7 @@ func Storage(kind statestore.Kind) Opt { return func(c *runConfig) { c.storage =
 // batch them (Goka's default is 100 ms or 64 KB, whichever first; a trigger's
 // latency pays it at every hop). Chosen by measurement with fencectl bench,
 // see BENCHMARKS.md.
-const DefaultProducerFlush = 5 * time.Millisecond
+const DefaultProducerFlush = time.Millisecond
 
 // ProducerFlush sets how long the processor's producer batches records before
 // sending (default DefaultProducerFlush; 0 sends as soon as possible).
