@@ -38,15 +38,8 @@ ARE DELETED and recreated.`)
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
 	partitions := partitionsFlag(c.fs)
-	pos, code, ok := c.parse(args, stdout, stderr)
-	if !ok {
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageErr(stderr, "unexpected arguments %q", pos)
-	}
-	if err := checkPartitions(*partitions); err != nil {
-		return c.usageErr(stderr, "%v", err)
 	}
 	rs, err := positiveInts(*rates)
 	if err != nil {
@@ -63,6 +56,22 @@ ARE DELETED and recreated.`)
 		return c.fail(stderr, err)
 	}
 	return writeJSON(c, res, stdout, stderr)
+}
+
+// parseFlagsOnly parses a command that takes no positional arguments and
+// checks its --partitions; ok=false returns the exit code.
+func (c *command) parseFlagsOnly(args []string, partitions *int, stdout, stderr io.Writer) (int, bool) {
+	pos, code, ok := c.parse(args, stdout, stderr)
+	switch {
+	case !ok:
+		return code, false
+	case len(pos) > 0:
+		return c.usageErr(stderr, "unexpected arguments %q", pos), false
+	}
+	if err := checkPartitions(*partitions); err != nil {
+		return c.usageErr(stderr, "%v", err), false
+	}
+	return exitOK, true
 }
 
 func writeJSON(c *command, v any, stdout, stderr io.Writer) int {
@@ -105,15 +114,8 @@ DELETED and recreated.`)
 	states := c.fs.String("states", "100000,1000000", "debouncer table sizes to restart, comma-separated")
 	kinds := c.fs.String("kinds", "", "stores to compare, comma-separated (default: all)")
 	partitions := partitionsFlag(c.fs)
-	pos, code, ok := c.parse(args, stdout, stderr)
-	if !ok {
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageErr(stderr, "unexpected arguments %q", pos)
-	}
-	if err := checkPartitions(*partitions); err != nil {
-		return c.usageErr(stderr, "%v", err)
 	}
 	ss, err := positiveInts(*states)
 	if err != nil {

@@ -229,10 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
-	if err := e.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := e.produceAll(ctx); err != nil {
+	if err := e.fresh(ctx); err != nil {
 		return nil, err
 	}
 	if res.RawConsumer, err = e.rawConsumer(ctx); err != nil {
@@ -244,10 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	e.progress("b goka counter (%s): %.0f pings/s", cfg.Storage, res.GokaCounter.PingsPerSec)
 	e.cfg.Storage = statestore.GokaLevelDB
-	if err := e.reset(ctx); err != nil {
-		return nil, err
-	}
-	if err := e.produceAll(ctx); err != nil {
+	if err := e.fresh(ctx); err != nil {
 		return nil, err
 	}
 	if res.GokaCounterGokaLevelDB, err = e.counter(ctx); err != nil {
@@ -346,6 +340,14 @@ func (e *env) reset(ctx context.Context) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// fresh resets the broker and produces the throughput pings again.
+func (e *env) fresh(ctx context.Context) error {
+	if err := e.reset(ctx); err != nil {
+		return err
+	}
+	return e.produceAll(ctx)
+}
 
 // produceAll produces the throughput pings (the first cfg.Pings) as fast as
 // the broker takes them.

@@ -256,10 +256,7 @@ func (e *env) occupancyBacklog(ctx context.Context, occ *group.Processor) (int64
 // pipeline runs debouncer + occupancy over fresh topics, times the pings
 // through both, then offers the rate windows.
 func (e *env) pipeline(ctx context.Context, res *Result) error {
-	if err := e.reset(ctx); err != nil {
-		return err
-	}
-	if err := e.produceAll(ctx); err != nil {
+	if err := e.fresh(ctx); err != nil {
 		return err
 	}
 	r, err := e.start(ctx, true)

@@ -102,10 +102,7 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 	for _, kind := range sc.Kinds {
 		e.cfg.Storage = kind
 		f := StorageFigures{Kind: kind}
-		if err := e.reset(ctx); err != nil {
-			return nil, err
-		}
-		if err := e.produceAll(ctx); err != nil {
+		if err := e.fresh(ctx); err != nil {
 			return nil, err
 		}
 		if f.GokaCounter, err = e.counter(ctx); err != nil {
