@@ -391,21 +391,32 @@ type timer struct {
 	first    time.Time
 	firstN   int
 	firstCPU time.Duration
+	// idle is the last observation with nothing processed yet: a stage that
+	// finishes between two polls is timed from there (at most a poll long).
+	idle    time.Time
+	idleCPU time.Duration
 }
 
 func (t *timer) observe(n int) {
-	if t.first.IsZero() && n > 0 {
+	switch {
+	case n == 0:
+		t.idle, t.idleCPU = time.Now(), cpu()
+	case t.first.IsZero():
 		t.first, t.firstN, t.firstCPU = time.Now(), n, cpu()
 	}
 }
 
 func (t *timer) stage(n int) Stage {
-	el := time.Since(t.first)
-	done := n - t.firstN
+	from, fromN, fromCPU := t.first, t.firstN, t.firstCPU
+	if n == fromN && !t.idle.IsZero() {
+		from, fromN, fromCPU = t.idle, 0, t.idleCPU
+	}
+	el := time.Since(from)
+	done := n - fromN
 	s := Stage{Pings: n, Seconds: el.Seconds()}
 	if el > 0 && done > 0 {
 		s.PingsPerSec = float64(done) / el.Seconds()
-		s.CPUMicrosPerPing = float64((cpu()-t.firstCPU)/time.Microsecond) / float64(done)
+		s.CPUMicrosPerPing = float64((cpu()-fromCPU)/time.Microsecond) / float64(done)
 	}
 	return s
 }
