@@ -79,6 +79,7 @@ func run(args []string, stderr io.Writer) error {
 			StateDir:     pf.StateDir,
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,
+			Group:        pf.GroupOpts(),
 			SweepEvery:   *sweep,
 			MaxClockSkew: pf.MaxClockSkew,
 			Defaults:     defaults,

@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBroker(ctx, rest, stdout, stderr)
 	case "quality":
 		return runQuality(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	}
 	return usageError(stderr, "fencectl", "unknown command %q", cmd)
 }
@@ -87,6 +89,11 @@ Commands:
                       run the embedded broker until SIGINT/SIGTERM; prints its address
   quality [--seed S --devices N --noise 2,5,10 --format table|json ...]
                       score trigger detectors against ground truth per distance band
+  bench [--brokers B] [--pings N --devices N --rates R,... --storage S]
+                      throughput (raw consumer, Goka counter, debouncer, pipeline) and
+                      latency at fixed rates, as one JSON object
+  bench storage [--brokers B] [--states N,N --kinds K,K]
+                      the group-table stores side by side: throughput, restart, disk, memory
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.

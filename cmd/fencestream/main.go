@@ -35,6 +35,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -78,6 +79,7 @@ type options struct {
 	progress    time.Duration
 	sweepEvery  time.Duration
 	hotStandby  bool
+	storage     statestore.Kind
 	noDemoFence bool
 }
 
@@ -100,6 +102,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
 	fs.DurationVar(&o.sweepEvery, "sweep-interval", 30*time.Second, "how often the debouncer closes stays of silent devices")
+	fs.TextVar(&o.storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
 	fs.BoolVar(&o.noDemoFence, "no-demo-fences", false, "do not load the demo fences into an empty fences topic")
 }
@@ -299,6 +302,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			StateDir:     o.stateDir(),
 			HotStandby:   o.hotStandby,
 			RecoverAhead: o.hotStandby,
+			Group:        []group.Opt{group.Storage(o.storage)},
 			SweepEvery:   o.sweepEvery,
 			Defaults:     debounce.DefaultSettings(),
 			Log:          log.With("component", "debouncer"),
@@ -319,6 +323,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			StateDir:     o.stateDir(),
 			HotStandby:   o.hotStandby,
 			RecoverAhead: o.hotStandby,
+			Group:        []group.Opt{group.Storage(o.storage)},
 			LagEvery:     o.progress,
 			Log:          log.With("component", "occupancy"),
 			// Shared with the debouncer and fenceview.

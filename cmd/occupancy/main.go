@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 			StateDir:     pf.StateDir,
 			HotStandby:   pf.HotStandby,
 			RecoverAhead: pf.RecoverAhead,
+			Group:        pf.GroupOpts(),
 			DevicesCap:   *devicesCap,
 			Horizon:      *horizon,
 			LagEvery:     *lagEvery,

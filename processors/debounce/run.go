@@ -21,6 +21,8 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
+	// Group are further group options (storage, producer flush).
+	Group []group.Opt
 	// SweepEvery is how often the processor looks for due timers (device
 	// silence timeouts), so how late a TIMEOUT exit may fire (0: 30s).
 	SweepEvery time.Duration
@@ -71,7 +73,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if rc.MaxClockSkew <= 0 {
 		rc.MaxClockSkew = group.DefaultMaxSkew
 	}
-	proc, err := d.Group().Processor(ctx, cl, append(d.ProcessorOpts(), group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead), group.MaxClockSkew(rc.MaxClockSkew), group.TimerInterval(rc.SweepEvery))...)
+	proc, err := d.Group().Processor(ctx, cl, append(append(d.ProcessorOpts(), group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead), group.MaxClockSkew(rc.MaxClockSkew), group.TimerInterval(rc.SweepEvery)), rc.Group...)...)
 	if err != nil {
 		return err
 	}

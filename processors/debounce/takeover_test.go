@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
@@ -53,9 +54,14 @@ func (in *instance) stop() {
 // takeover preloads the device table with n states, runs two instances of the
 // debouncer group, stops the one that owns device "probe", and returns how long
 // the survivor took to apply a ping for it, plus the probe's state afterwards.
-func takeover(t testing.TB, n int, standby bool) (time.Duration, *geofencepb.DeviceState) {
+//
+// With kill, the owner vanishes without leaving the group, as after kill -9:
+// the broker answers its LeaveGroup without removing it, so the survivor waits
+// for the session timeout like it would for a dead process.
+func takeover(t testing.TB, n int, standby, kill bool) (time.Duration, *geofencepb.DeviceState) {
 	t.Helper()
-	cl := cluster.Config{Brokers: embeddedtest.Start(t).Addrs()}
+	broker := embeddedtest.Start(t)
+	cl := cluster.Config{Brokers: broker.Addrs()}
 	if _, err := group.CheckBroker(context.Background(), cl, topology.Geofence(), true); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +112,18 @@ func takeover(t testing.TB, n int, standby bool) (time.Duration, *geofencepb.Dev
 		// A hot standby keeps the other member's partitions warm; let it catch up.
 		waitRecovered(t, survivor.proc)
 	}
-	owner.stop()
+	if kill {
+		broker.Cluster().ControlKey(int16(kmsg.LeaveGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			lr := req.(*kmsg.LeaveGroupRequest)
+			resp := lr.ResponseKind().(*kmsg.LeaveGroupResponse)
+			for _, m := range lr.Members {
+				resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: m.MemberID, InstanceID: m.InstanceID})
+			}
+			return resp, nil, true
+		})
+	}
 	start := time.Now()
+	owner.stop()
 	tail, err := kgo.NewClient(append(base, kgo.ConsumeTopics(topology.TopicDebouncer), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))...)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +186,7 @@ func waitRecovered(t testing.TB, p *group.Processor) {
 func TestTakeoverKeepsDeviceState(t *testing.T) {
 	for _, standby := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hot-standby=%v", standby), func(t *testing.T) {
-			took, st := takeover(t, 2_000, standby)
+			took, st := takeover(t, 2_000, standby, false)
 			if st.LastHlc != 2 || st.StalePings != 0 {
 				t.Fatalf("probe state after takeover: %v", st)
 			}
@@ -180,16 +196,27 @@ func TestTakeoverKeepsDeviceState(t *testing.T) {
 }
 
 // BenchmarkTakeover reports how long a survivor takes to apply a ping for a
-// device whose partition it just took over, with a 200,000-device table.
+// device whose partition it just took over, with a 100,000-device table, with
+// and without hot standby, after a graceful stop and after a kill (which
+// includes the 6 s session timeout). Timed from the moment the owner is told
+// to stop.
+//
+//	go test ./processors/debounce/ -run '^$' -bench Takeover -benchtime 1x
 func BenchmarkTakeover(b *testing.B) {
-	for _, standby := range []bool{false, true} {
-		b.Run(fmt.Sprintf("hot-standby=%v", standby), func(b *testing.B) {
-			var total time.Duration
-			for i := 0; i < b.N; i++ {
-				took, _ := takeover(b, 200_000, standby)
-				total += took
+	for _, kill := range []bool{false, true} {
+		for _, standby := range []bool{false, true} {
+			stop := "graceful"
+			if kill {
+				stop = "kill"
 			}
-			b.ReportMetric(total.Seconds()/float64(b.N), "s/takeover")
-		})
+			b.Run(fmt.Sprintf("stop=%s/hot-standby=%v", stop, standby), func(b *testing.B) {
+				var total time.Duration
+				for i := 0; i < b.N; i++ {
+					took, _ := takeover(b, 100_000, standby, kill)
+					total += took
+				}
+				b.ReportMetric(total.Seconds()/float64(b.N), "s/takeover")
+			})
+		}
 	}
 }

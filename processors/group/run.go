@@ -14,12 +14,12 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -42,6 +42,9 @@ type runConfig struct {
 	maxTimers    int
 	timerEvery   time.Duration
 	idle         time.Duration
+	storage      statestore.Kind // see storage.go
+	flush        time.Duration
+	flushSet     bool
 }
 
 // Registerer sets where the kit's metrics are registered (default
@@ -145,6 +148,22 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 	return out
 }
 
+// Processed counts the records of input topic this instance has processed
+// since it started, and the last offset it processed per partition.
+func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
+	last = map[int32]int64{}
+	for part, pp := range p.p.Stats().Group {
+		if pp == nil {
+			continue
+		}
+		if in := pp.Input[topic]; in != nil {
+			n += int(in.Count)
+			last[part] = in.LastOffset
+		}
+	}
+	return n, last
+}
+
 // Recovered reports whether every table partition this instance holds,
 // active or hot standby, has caught up with its changelog.
 func (p *Processor) Recovered() bool { return p.p.Recovered() }
@@ -199,7 +218,12 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		popts = append(popts, goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))))
+		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log))
+		if err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		}
+		popts = append(popts, goka.WithStorageBuilder(sb))
 		if cfg.hotStandby {
 			popts = append(popts, goka.WithHotStandby())
 		}
@@ -255,7 +279,7 @@ func (p *Processor) Run(ctx context.Context) error {
 // processor use sc (oldest offset, TLS, SASL), never Goka's global config.
 func SaramaOptions(sc *sarama.Config) []goka.ProcessorOption {
 	return []goka.ProcessorOption{
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(sc)),
+		goka.WithConsumerGroupBuilder(ConsumerGroupBuilder(sc)), // no 5 s sleep per rebalance
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
 		goka.WithTopicManagerBuilder(TopicManagerBuilder(sc)),

@@ -21,6 +21,8 @@ type RunConfig struct {
 	HotStandby bool
 	// RecoverAhead recovers newly assigned partitions before the rebalance completes.
 	RecoverAhead bool
+	// Group are further group options (storage, producer flush).
+	Group []group.Opt
 	// DevicesCap bounds the devices listed per record (0: DefaultDevicesCap).
 	DevicesCap int
 	// Horizon is how long a record remembers a device that left (0:
@@ -67,7 +69,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	if err != nil {
 		return err
 	}
-	proc, err := Processor(ctx, g, cl, group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead))
+	proc, err := Processor(ctx, g, cl, append([]group.Opt{group.StateDir(rc.StateDir), group.HotStandby(rc.HotStandby), group.RecoverAhead(rc.RecoverAhead)}, rc.Group...)...)
 	if err != nil {
 		return fmt.Errorf("occupancy: %w", err)
 	}

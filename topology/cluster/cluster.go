@@ -137,7 +137,17 @@ func (c Config) Sarama() (*sarama.Config, error) {
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	// A member learns of a rebalance at its next heartbeat; sarama's 3 s default
 	// makes every partition takeover wait for it.
-	cfg.Consumer.Group.Heartbeat.Interval = time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	// A member that dies without leaving (kill -9) holds its partitions until
+	// the session timeout; 6 s is the lowest a default Kafka broker accepts
+	// (group.min.session.timeout.ms) and still six heartbeats of slack.
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
+	// Members get 60 s to finish their work and rejoin (sarama's default, stated).
+	cfg.Consumer.Group.Rebalance.Timeout = 60 * time.Second
+	// A join that races another rebalance retries; sarama waits 2 s per retry.
+	// Shorter retries over the same 8 s window.
+	cfg.Consumer.Group.Rebalance.Retry.Backoff = 250 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.Retry.Max = 32
 	if c.ClientID != "" {
 		cfg.ClientID = c.ClientID
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -24,6 +25,7 @@ type ProcessorFlags struct {
 	Partitions   int
 	MetricsAddr  string
 	MaxClockSkew time.Duration
+	Storage      statestore.Kind
 }
 
 // Register adds the flags to fs; metricsAddr is the binary's default.
@@ -34,6 +36,7 @@ func (p *ProcessorFlags) Register(fs *flag.FlagSet, metricsAddr string) {
 	fs.BoolVar(&p.HotStandby, "hot-standby", false, "keep warm copies of other partitions' state for fast takeover")
 	fs.BoolVar(&p.RecoverAhead, "recover-ahead", false, "recover newly assigned partitions before the rebalance completes")
 	fs.IntVar(&p.Partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (must match the broker)")
+	fs.TextVar(&p.Storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.StringVar(&p.MetricsAddr, "metrics-addr", metricsAddr, "address for /metrics and /healthz (empty: off)")
 	fs.DurationVar(&p.MaxClockSkew, "max-clock-skew", group.DefaultMaxSkew, "an input whose HLC is further ahead of this machine's clock is dead-lettered (future-hlc)")
 }
@@ -64,6 +67,9 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 func (p *ProcessorFlags) Topology() (*topology.Topology, error) {
 	return topology.Compose(topology.Geofence(topology.WithPartitions(int32(p.Partitions))))
 }
+
+// GroupOpts are the group options the flags choose.
+func (p *ProcessorFlags) GroupOpts() []group.Opt { return []group.Opt{group.Storage(p.Storage)} }
 
 // Logger builds the logger the log flags describe.
 func (p *ProcessorFlags) Logger(w io.Writer) (*slog.Logger, error) { return p.Logs.Logger(w) }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencestream/fencestream/processors/bench"
+	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "storage" {
+		return runBenchStorage(ctx, args[1:], stdout, stderr)
+	}
+	c := newCommand("bench", "bench [--brokers B] [--pings N --devices N --rates R,R,... --window D --storage S --flush D]",
+		`Measures, in one run, the same pre-produced fleet pings through (a) a raw franz-go
+consumer, (b) a bare Goka counter with the same storage, (c) the debouncer and (d) the
+full pipeline (debouncer + occupancy), then offers pings at fixed rates and measures
+ping->trigger and ping->occupancy latency and the backlog at the end of each window.
+Progress goes to stderr; one JSON object with every figure to stdout. Without --brokers it
+starts an embedded broker; with --brokers the geofencing topics and groups ON THAT CLUSTER
+ARE DELETED and recreated.`)
+	var cl cluster.Config
+	cl.ClientID = "fencectl-bench"
+	cl.RegisterFlags(c.fs)
+	pings := c.fs.Int("pings", 300_000, "pings through each throughput stage")
+	devices := c.fs.Int("devices", 10_000, "simulated devices")
+	rates := c.fs.String("rates", "10000,20000,40000", "offered rates in pings/s, comma-separated (empty: none)")
+	window := c.fs.Duration("window", 5*time.Second, "how long each rate is offered")
+	interval := c.fs.Duration("interval", 5*time.Second, "interval between one device's pings (event time)")
+	storage := statestore.Default
+	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
+	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
+	partitions := partitionsFlag(c.fs)
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
+		return code
+	}
+	rs, err := positiveInts(*rates)
+	if err != nil {
+		return c.usageErr(stderr, "--rates: %v", err)
+	}
+	if *pings <= 0 || *devices <= 0 || *window <= 0 || *interval <= 0 {
+		return c.usageErr(stderr, "--pings, --devices, --window and --interval must be positive")
+	}
+	res, err := bench.Run(ctx, bench.Config{
+		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
+		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
+	})
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	return writeJSON(c, res, stdout, stderr)
+}
+
+// parseFlagsOnly parses a command that takes no positional arguments and
+// checks its --partitions; ok=false returns the exit code.
+func (c *command) parseFlagsOnly(args []string, partitions *int, stdout, stderr io.Writer) (int, bool) {
+	pos, code, ok := c.parse(args, stdout, stderr)
+	switch {
+	case !ok:
+		return code, false
+	case len(pos) > 0:
+		return c.usageErr(stderr, "unexpected arguments %q", pos), false
+	}
+	if err := checkPartitions(*partitions); err != nil {
+		return c.usageErr(stderr, "%v", err), false
+	}
+	return exitOK, true
+}
+
+func writeJSON(c *command, v any, stdout, stderr io.Writer) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return c.fail(stderr, fmt.Errorf("writing the result: %w", err))
+	}
+	return exitOK
+}
+
+// positiveInts parses a comma-separated list of positive integers.
+func positiveInts(list string) ([]int, error) {
+	out := []int{}
+	for _, f := range strings.Split(list, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runBenchStorage(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("bench storage", "bench storage [--brokers B] [--pings N --devices N --states N,N --kinds K,K]",
+		`Compares the local stores of the group tables in one run: for each, a bare Goka counter's
+and the debouncer's throughput on the same pings, then cold (empty state directory) and
+warm restart of the debouncer over tables of --states devices, with disk and memory. One
+JSON object to stdout. With --brokers the geofencing topics and groups ON THAT CLUSTER ARE
+DELETED and recreated.`)
+	var cl cluster.Config
+	cl.ClientID = "fencectl-bench"
+	cl.RegisterFlags(c.fs)
+	pings := c.fs.Int("pings", 300_000, "pings through the counter and the debouncer per store")
+	devices := c.fs.Int("devices", 10_000, "simulated devices")
+	states := c.fs.String("states", "100000,1000000", "debouncer table sizes to restart, comma-separated")
+	kinds := c.fs.String("kinds", "", "stores to compare, comma-separated (default: all)")
+	partitions := partitionsFlag(c.fs)
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
+		return code
+	}
+	ss, err := positiveInts(*states)
+	if err != nil {
+		return c.usageErr(stderr, "--states: %v", err)
+	}
+	var ks []statestore.Kind
+	for _, f := range strings.Split(*kinds, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		k, err := statestore.ParseKind(f)
+		if err != nil {
+			return c.usageErr(stderr, "--kinds: %v", err)
+		}
+		ks = append(ks, k)
+	}
+	if *pings <= 0 || *devices <= 0 {
+		return c.usageErr(stderr, "--pings and --devices must be positive")
+	}
+	res, err := bench.CompareStorage(ctx, bench.StorageConfig{
+		Cluster: cl, Kinds: ks, Pings: *pings, Devices: *devices, States: ss,
+		Partitions: int32(*partitions), Progress: stderr,
+	})
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	return writeJSON(c, res, stdout, stderr)
+}

@@ -1,0 +1,70 @@
+package group
+
+import (
+	"context"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+)
+
+// ConsumerGroupBuilder builds sarama consumer groups whose Consume keeps
+// running sessions until its context ends or a session fails.
+//
+// Why: Goka's Processor.rebalanceLoop sleeps 5 s every time Consume returns,
+// and sarama's Consume returns at every rebalance, so every partition takeover
+// paid a 5 s floor. Looping inside Consume keeps Goka's loop from ever seeing a
+// rebalance. Nothing else changes: sarama still calls the handler's Setup and
+// Cleanup once per session (generation), so Goka stops every partition
+// processor in Cleanup and builds the new assignment (and hot standbys) in
+// Setup exactly as before; the rebalance callback runs in Setup. An error from
+// a session (a failed Setup, a Cleanup that reports a partition processor's
+// processing error, a closed group) is returned at once, as before, and Goka
+// stops the processor with it. When ctx ends, Consume returns nil, which Goka
+// treats as a clean stop. Goka's error-channel reader spans all the sessions
+// of one Consume call; it only logs and cancels a context Consume does not use.
+func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
+	inner := goka.ConsumerGroupBuilderWithConfig(sc)
+	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
+		cg, err := inner(brokers, group, clientID)
+		if err != nil {
+			return nil, err
+		}
+		return &sessionLoop{ConsumerGroup: cg}, nil
+	}
+}
+
+type sessionLoop struct {
+	sarama.ConsumerGroup
+}
+
+// minSession is how long a session must last not to count as a churn; churning
+// sessions back off (up to maxChurnBackoff) so a group that cannot settle does
+// not spin. Normal rebalances last far longer than this and pay nothing.
+const (
+	minSession      = 100 * time.Millisecond
+	maxChurnBackoff = 2 * time.Second
+)
+
+func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sarama.ConsumerGroupHandler) error {
+	backoff := time.Duration(0)
+	for {
+		start := time.Now()
+		if err := s.ConsumerGroup.Consume(ctx, topics, handler); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(start) >= minSession {
+			backoff = 0
+			continue
+		}
+		backoff = min(max(2*backoff, 50*time.Millisecond), maxChurnBackoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

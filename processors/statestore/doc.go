@@ -1,0 +1,55 @@
+// Package statestore provides the local storage behind Goka group tables
+// (implementations of github.com/lovoo/goka/storage.Storage) and the choice
+// between them: Pebble (the default), LevelDB with deferred offset writes, an
+// in-memory store rebuilt from the changelog, and Goka's own LevelDB storage
+// for comparison. BENCHMARKS.md at the repository root has the measurements
+// that chose the default.
+//
+// # What the local store is
+//
+// A group table's truth is its changelog topic. The local store is a cache of
+// it: the latest value of every key plus an offset saying how much of the
+// changelog the values already contain. On start, Goka replays the changelog
+// from that offset to its end. Changelog records carry full values, never
+// deltas, so replaying a record whose effect is already stored rewrites the
+// value it wrote before, and replaying a range in order ends with every key at
+// its newest changelog value. Replaying from an offset that is too old is
+// therefore only slower, never wrong; an offset that is too new would skip
+// values the store does not have. The one invariant every store here keeps is:
+//
+//	the stored offset never covers a value the store does not hold.
+//
+// # Deferred offset writes
+//
+// Goka's LevelDB storage writes the offset after every message, as its own
+// journalled write: a third of a debouncer's storage work. The stores here keep
+// the offset in memory and write it at most once per OffsetInterval (default
+// 1 s), when recovery completes, and on Close. That is safe by the invariant:
+// Goka calls SetOffset(o) only after the value of record o (and, in order, of
+// every record before it) was written to the store (during recovery: after
+// applying the record; while processing: from the producer's acknowledgement
+// of the changelog record, which is emitted after the local write). A deferred
+// write stores an offset that was true when it was taken, and later values only
+// make the store newer than its offset: a crash replays a few more records.
+//
+// # Crash safety (kill -9)
+//
+// Values and the offset live in one database whose log is append-only and
+// replayed in order on open (LevelDB's journal, Pebble's WAL, both on). A
+// write returns once it is in the log, before any fsync: after a process kill
+// the operating system still has it; after a machine crash the log's tail may
+// be lost, but a log loses a suffix, never a middle, so an offset that
+// survives survives with every value written before it. No write is synced:
+// whatever is lost is in the changelog and is replayed.
+//
+// Like Goka's own storage, a value can be in the store before its changelog
+// record is acknowledged, and stay there if the process dies before the ack.
+// The input that produced it was not committed (Goka commits an input only
+// after all its outputs are acknowledged), so it is processed again on restart
+// against that state; the group kit's replay handling covers that case, and it
+// is the same for every store here.
+//
+// The in-memory store loses everything with the process and is rebuilt from
+// the changelog on start (it keeps its tables across rebalances within one
+// process, so a partition that stays or comes back only catches up).
+package statestore
