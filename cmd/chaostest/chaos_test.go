@@ -36,9 +36,9 @@ import (
 // flowing whenever a kill lands.
 const (
 	seedEnv = "FENCESTREAM_CHAOS_SEED"
-	// A directory to keep the children's logs in (one subdirectory per seed);
-	// by default they are removed with the test's temporary directories.
-	logsEnv = "FENCESTREAM_CHAOS_LOGS"
+	// Where the children's logs are kept, in chaos-<seed>/ (as .ci/run sets
+	// it); by default they are removed with the test's temporary directories.
+	artifactsEnv = "FENCESTREAM_ARTIFACTS"
 
 	debouncers = 3
 	occupancys = 2
@@ -49,6 +49,12 @@ const (
 	interval = 2 * time.Second
 	span     = 20 * time.Minute
 	wall     = 90 * time.Second // the fleet's wall time: 20 min of event time at 13.3x
+	// Time a device stays clearly on one side between two crossings of a
+	// fence and after its last one: above the longest min dwell of the demo
+	// fences (60 s, the depots and markets), so every true transition can be
+	// confirmed before the next one or the end (the fleet's 60 s default
+	// cannot, for those fences).
+	minGap = 90 * time.Second
 
 	// Far above the fleet's span, so the wall-clock silence sweep never closes
 	// a stay: every trigger comes from a ping, and the truth predicts it.
@@ -81,8 +87,8 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73)) // "chaos"
 
 	logDir := ""
-	if dir := os.Getenv(logsEnv); dir != "" {
-		logDir = filepath.Join(dir, strconv.FormatInt(seed, 10))
+	if dir := os.Getenv(artifactsEnv); dir != "" {
+		logDir = filepath.Join(dir, "chaos-"+strconv.FormatInt(seed, 10))
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -110,14 +116,14 @@ func TestChaos(t *testing.T) {
 	var procs []*proc
 	for i := 1; i <= debouncers; i++ {
 		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("debouncer-%d", i)),
-			"--metrics-addr", "", "--silence-timeout", silenceTimeout.String()}
+			"--metrics-addr", "", "--log-level", "debug", "--silence-timeout", silenceTimeout.String()}
 		if i == 2 {
 			args = append(args, "--hot-standby", "--recover-ahead")
 		}
 		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), "debouncer ready", args...))
 	}
 	for i := 1; i <= occupancys; i++ {
-		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", ""}
+		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", "", "--log-level", "debug"}
 		if i == 2 {
 			args = append(args, "--hot-standby")
 		}
@@ -152,7 +158,7 @@ func TestChaos(t *testing.T) {
 	}
 	snap := cat.Snapshot()
 	sim, err := fleet.New(fleet.Config{
-		Seed: seed, Moving: moving, Parked: parked, NoiseSigmaM: 5,
+		Seed: seed, Moving: moving, Parked: parked, NoiseSigmaM: 5, MinGap: minGap,
 		Interval: interval, Duration: span, Start: time.Now().Add(-span).Truncate(time.Millisecond), Pace: float64(span) / float64(wall),
 	}, snap.All())
 	if err != nil {

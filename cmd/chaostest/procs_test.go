@@ -207,8 +207,30 @@ func (p *proc) waitReady(timeout time.Duration) error {
 				}
 			}
 		case <-deadline:
-			return fmt.Errorf("%s not ready within %v", p.name, timeout)
+			return fmt.Errorf("%s not ready within %v%s", p.name, timeout, p.dumpStacks())
 		}
+	}
+}
+
+// dumpStacks makes a hung run print its goroutines (SIGQUIT) into its log and
+// end, and says so.
+func (p *proc) dumpStacks() string {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	if closed(done) {
+		p.mu.Unlock()
+		return ""
+	}
+	p.expected = true
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return ""
+	}
+	select {
+	case <-done:
+		return fmt.Sprintf(" (its goroutines, dumped with SIGQUIT, are in %s)", p.log)
+	case <-time.After(10 * time.Second):
+		return ""
 	}
 }
 
