@@ -100,7 +100,7 @@ func TestChaos(t *testing.T) {
 	data := t.TempDir()
 
 	// The broker first: its cleanup (registered first) runs last.
-	broker := newProc(t, logDir, "broker", fencectl, "", "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
+	broker := newProc(t, logDir, "broker", fencectl, true, "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
 	if err := broker.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +120,14 @@ func TestChaos(t *testing.T) {
 		if i == 2 {
 			args = append(args, "--hot-standby", "--recover-ahead")
 		}
-		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), "debouncer ready", args...))
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), false, args...))
 	}
 	for i := 1; i <= occupancys; i++ {
 		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", "", "--log-level", "debug"}
 		if i == 2 {
 			args = append(args, "--hot-standby")
 		}
-		procs = append(procs, newProc(t, logDir, fmt.Sprintf("occupancy-%d", i), filepath.Join(bin, "occupancy"), "occupancy ready", args...))
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("occupancy-%d", i), filepath.Join(bin, "occupancy"), false, args...))
 	}
 	// Registered after the procs: runs before their cleanups kill them.
 	t.Cleanup(func() {
@@ -144,12 +144,21 @@ func TestChaos(t *testing.T) {
 		}
 		p.setSupervised(true)
 	}
-	for _, p := range procs {
-		if err := p.waitReady(readyTimeout); err != nil {
-			t.Fatalf("%v\n%s", err, p.tail(30))
+	groups := []*procGroup{
+		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: int(topology.DefaultPartitions)},
+		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: 2 * int(topology.DefaultPartitions)},
+	}
+	kc, adm, err := admin(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	for _, g := range groups {
+		if _, err := g.waitStable(adm, nil, readyTimeout); err != nil {
+			t.Fatal(err)
 		}
 	}
-	t.Logf("%d processors ready after %v", len(procs), time.Since(began).Round(time.Millisecond))
+	t.Logf("%d processors up (both groups stable) after %v", len(procs), time.Since(began).Round(time.Millisecond))
 
 	// The fleet: event time ends about now, as a live fleet's would.
 	cat := fences.New()
@@ -178,8 +187,8 @@ func TestChaos(t *testing.T) {
 
 	// Kills at random moments of the busy period, one in each of `kills`
 	// slots (so a group has time to settle between two kills), of a processor
-	// that is up (a kill during start-up has nothing in flight). Then one
-	// rolling restart of each group, both groups at once.
+	// of a group that is up (a kill during a rebalance has nothing in
+	// flight). Then one rolling restart of each group, both groups at once.
 	slot := time.Duration(float64(wall) * 0.8 / kills)
 	for i := range kills {
 		at := time.Duration(float64(wall)*0.05) + time.Duration((float64(i)+0.2+0.6*rng.Float64())*float64(slot))
@@ -189,9 +198,9 @@ func TestChaos(t *testing.T) {
 		case <-time.After(time.Until(fleetStart.Add(at))):
 		}
 		var up []*proc
-		for _, p := range procs {
-			if p.isReady() {
-				up = append(up, p)
+		for _, g := range groups {
+			if d, err := g.describe(context.Background(), adm); err == nil && g.stable(d) {
+				up = append(up, g.procs...)
 			}
 		}
 		if len(up) == 0 {
@@ -206,18 +215,19 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("rolling restart from %v of the fleet", time.Since(fleetStart).Round(time.Millisecond))
 	var rolling sync.WaitGroup
-	for _, grp := range [][]*proc{procs[:debouncers], procs[debouncers:]} {
+	for _, g := range groups {
 		rolling.Go(func() {
-			for _, p := range grp {
-				if err := p.waitReady(readyTimeout); err != nil {
-					t.Errorf("before its rolling restart: %v\n%s", err, p.tail(30))
+			for _, p := range g.procs {
+				d, err := g.waitStable(adm, nil, readyTimeout)
+				if err != nil {
+					t.Errorf("before the rolling restart of %s: %v", p.name, err)
 					return
 				}
 				if err := p.restart(30 * time.Second); err != nil {
 					t.Errorf("rolling restart: %v\n%s", err, p.tail(30))
 				}
-				if err := p.waitReady(readyTimeout); err != nil {
-					t.Errorf("after its rolling restart: %v\n%s", err, p.tail(30))
+				if _, err := g.waitStable(adm, members(d), readyTimeout); err != nil {
+					t.Errorf("after the rolling restart of %s: %v", p.name, err)
 					return
 				}
 			}
