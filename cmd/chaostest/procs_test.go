@@ -61,6 +61,9 @@ type proc struct {
 	// rebalance replaces its partitions during start-up, so the test watches
 	// their consumer group instead.
 	addrOnStdout bool
+	// beforeRestart, if set, runs before the process is ended to be
+	// restarted, or restarted after it ended on its own.
+	beforeRestart func()
 
 	op sync.Mutex // serializes start, kill and stop
 
@@ -145,6 +148,9 @@ func (p *proc) startLocked() error {
 			again := p.done == done && p.supervise // nobody started it since
 			p.mu.Unlock()
 			if again {
+				if p.beforeRestart != nil {
+					p.beforeRestart()
+				}
 				_ = p.startLocked()
 			}
 		}
@@ -261,6 +267,9 @@ func (p *proc) end(sig syscall.Signal, timeout time.Duration) error {
 func (p *proc) kill9() error {
 	p.op.Lock()
 	defer p.op.Unlock()
+	if p.beforeRestart != nil {
+		p.beforeRestart()
+	}
 	if err := p.end(syscall.SIGKILL, 30*time.Second); err != nil {
 		return err
 	}
@@ -272,6 +281,9 @@ func (p *proc) kill9() error {
 func (p *proc) restart(timeout time.Duration) error {
 	p.op.Lock()
 	defer p.op.Unlock()
+	if p.beforeRestart != nil {
+		p.beforeRestart()
+	}
 	stopErr := p.end(syscall.SIGTERM, timeout)
 	if err := p.startLocked(); err != nil {
 		return errors.Join(stopErr, err)
