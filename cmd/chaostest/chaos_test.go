@@ -36,9 +36,9 @@ import (
 // flowing whenever a kill lands.
 const (
 	seedEnv = "FENCESTREAM_CHAOS_SEED"
-	// A directory to keep the children's logs in (one subdirectory per seed);
-	// by default they are removed with the test's temporary directories.
-	logsEnv = "FENCESTREAM_CHAOS_LOGS"
+	// Where the children's logs are kept, in chaos-<seed>/ (as .ci/run sets
+	// it); by default they are removed with the test's temporary directories.
+	artifactsEnv = "FENCESTREAM_ARTIFACTS"
 
 	debouncers = 3
 	occupancys = 2
@@ -49,6 +49,12 @@ const (
 	interval = 2 * time.Second
 	span     = 20 * time.Minute
 	wall     = 90 * time.Second // the fleet's wall time: 20 min of event time at 13.3x
+	// Time a device stays clearly on one side between two crossings of a
+	// fence and after its last one: above the longest min dwell of the demo
+	// fences (60 s, the depots and markets), so every true transition can be
+	// confirmed before the next one or the end (the fleet's 60 s default
+	// cannot, for those fences).
+	minGap = 90 * time.Second
 
 	// Far above the fleet's span, so the wall-clock silence sweep never closes
 	// a stay: every trigger comes from a ping, and the truth predicts it.
@@ -81,8 +87,8 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6368616f73)) // "chaos"
 
 	logDir := ""
-	if dir := os.Getenv(logsEnv); dir != "" {
-		logDir = filepath.Join(dir, strconv.FormatInt(seed, 10))
+	if dir := os.Getenv(artifactsEnv); dir != "" {
+		logDir = filepath.Join(dir, "chaos-"+strconv.FormatInt(seed, 10))
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +100,7 @@ func TestChaos(t *testing.T) {
 	data := t.TempDir()
 
 	// The broker first: its cleanup (registered first) runs last.
-	broker := newProc(t, logDir, "broker", fencectl, "", "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
+	broker := newProc(t, logDir, "broker", fencectl, true, "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
 	if err := broker.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,18 +116,18 @@ func TestChaos(t *testing.T) {
 	var procs []*proc
 	for i := 1; i <= debouncers; i++ {
 		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("debouncer-%d", i)),
-			"--metrics-addr", "", "--silence-timeout", silenceTimeout.String()}
+			"--metrics-addr", "", "--log-level", "debug", "--silence-timeout", silenceTimeout.String()}
 		if i == 2 {
 			args = append(args, "--hot-standby", "--recover-ahead")
 		}
-		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), "debouncer ready", args...))
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("debouncer-%d", i), filepath.Join(bin, "debouncer"), false, args...))
 	}
 	for i := 1; i <= occupancys; i++ {
-		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", ""}
+		args := []string{"--brokers", addr, "--state-dir", filepath.Join(data, fmt.Sprintf("occupancy-%d", i)), "--metrics-addr", "", "--log-level", "debug"}
 		if i == 2 {
 			args = append(args, "--hot-standby")
 		}
-		procs = append(procs, newProc(t, logDir, fmt.Sprintf("occupancy-%d", i), filepath.Join(bin, "occupancy"), "occupancy ready", args...))
+		procs = append(procs, newProc(t, logDir, fmt.Sprintf("occupancy-%d", i), filepath.Join(bin, "occupancy"), false, args...))
 	}
 	// Registered after the procs: runs before their cleanups kill them.
 	t.Cleanup(func() {
@@ -138,12 +144,26 @@ func TestChaos(t *testing.T) {
 		}
 		p.setSupervised(true)
 	}
-	for _, p := range procs {
-		if err := p.waitReady(readyTimeout); err != nil {
-			t.Fatalf("%v\n%s", err, p.tail(30))
+	kc, adm, err := admin(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	groups := []*procGroup{
+		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: int(topology.DefaultPartitions), adm: adm},
+		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: 2 * int(topology.DefaultPartitions), adm: adm},
+	}
+	for _, g := range groups {
+		for _, p := range g.procs {
+			p.beforeRestart = g.mark
 		}
 	}
-	t.Logf("%d processors ready after %v", len(procs), time.Since(began).Round(time.Millisecond))
+	for _, g := range groups {
+		if err := g.waitSettled(readyTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d processors up (both groups stable) after %v", len(procs), time.Since(began).Round(time.Millisecond))
 
 	// The fleet: event time ends about now, as a live fleet's would.
 	cat := fences.New()
@@ -152,7 +172,7 @@ func TestChaos(t *testing.T) {
 	}
 	snap := cat.Snapshot()
 	sim, err := fleet.New(fleet.Config{
-		Seed: seed, Moving: moving, Parked: parked, NoiseSigmaM: 5,
+		Seed: seed, Moving: moving, Parked: parked, NoiseSigmaM: 5, MinGap: minGap,
 		Interval: interval, Duration: span, Start: time.Now().Add(-span).Truncate(time.Millisecond), Pace: float64(span) / float64(wall),
 	}, snap.All())
 	if err != nil {
@@ -171,9 +191,10 @@ func TestChaos(t *testing.T) {
 		moving, parked, sim.Ticks()*(moving+parked), span, wall, len(sim.Truth().Transitions))
 
 	// Kills at random moments of the busy period, one in each of `kills`
-	// slots (so a group has time to settle between two kills), of a processor
-	// that is up (a kill during start-up has nothing in flight). Then one
-	// rolling restart of each group, both groups at once.
+	// slots, of a processor of a settled group (see procGroup: a kill during
+	// a rebalance has nothing in flight, and a kill during a first join
+	// trips kfake). When no group is settled at the moment, the kill waits
+	// for one. Then one rolling restart of each group, both groups at once.
 	slot := time.Duration(float64(wall) * 0.8 / kills)
 	for i := range kills {
 		at := time.Duration(float64(wall)*0.05) + time.Duration((float64(i)+0.2+0.6*rng.Float64())*float64(slot))
@@ -182,38 +203,29 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("the fleet stopped early: %v", err)
 		case <-time.After(time.Until(fleetStart.Add(at))):
 		}
-		var up []*proc
-		for _, p := range procs {
-			if p.isReady() {
-				up = append(up, p)
-			}
-		}
-		if len(up) == 0 {
-			up = procs
-		}
+		up, waited := settledProcs(t, groups)
 		p := up[rng.IntN(len(up))]
 		if err := p.kill9(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("kill -9 #%d: %s at %v of the fleet (%d of %d processors up), restarted as run %d",
-			i+1, p.name, time.Since(fleetStart).Round(time.Millisecond), len(up), len(procs), p.runs)
+		t.Logf("kill -9 #%d: %s at %v of the fleet (%d of %d processors settled; waited %v), restarted as run %d",
+			i+1, p.name, time.Since(fleetStart).Round(time.Millisecond), len(up), len(procs), waited.Round(time.Millisecond), p.runs)
 	}
 	t.Logf("rolling restart from %v of the fleet", time.Since(fleetStart).Round(time.Millisecond))
 	var rolling sync.WaitGroup
-	for _, grp := range [][]*proc{procs[:debouncers], procs[debouncers:]} {
+	for _, g := range groups {
 		rolling.Go(func() {
-			for _, p := range grp {
-				if err := p.waitReady(readyTimeout); err != nil {
-					t.Errorf("before its rolling restart: %v\n%s", err, p.tail(30))
+			for _, p := range g.procs {
+				if err := g.waitSettled(readyTimeout); err != nil {
+					t.Errorf("before the rolling restart of %s: %v", p.name, err)
 					return
 				}
 				if err := p.restart(30 * time.Second); err != nil {
 					t.Errorf("rolling restart: %v\n%s", err, p.tail(30))
 				}
-				if err := p.waitReady(readyTimeout); err != nil {
-					t.Errorf("after its rolling restart: %v\n%s", err, p.tail(30))
-					return
-				}
+			}
+			if err := g.waitSettled(readyTimeout); err != nil {
+				t.Errorf("after the rolling restart: %v", err)
 			}
 		})
 	}
@@ -282,6 +294,33 @@ func TestChaos(t *testing.T) {
 		t.Errorf("final stop: %v", err)
 	}
 	t.Logf("done in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// settledProcs waits until some group is settled and returns its processes
+// and how long it waited.
+func settledProcs(t *testing.T, groups []*procGroup) ([]*proc, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		var up []*proc
+		var state []string
+		for _, g := range groups {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ok, s := g.settled(ctx)
+			cancel()
+			if ok {
+				up = append(up, g.procs...)
+			}
+			state = append(state, g.name+": "+s)
+		}
+		if len(up) > 0 {
+			return up, time.Since(start)
+		}
+		if time.Since(start) > readyTimeout {
+			t.Fatalf("no group settled within %v: %s", readyTimeout, strings.Join(state, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // produceFleet sends every ping of sim through the key-discipline producer

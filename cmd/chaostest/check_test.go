@@ -24,6 +24,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 func admin(cl cluster.Config, extra ...kgo.Opt) (*kgo.Client, *kadm.Client, error) {
@@ -446,6 +447,11 @@ func check(t *testing.T, w *world) {
 	t.Logf("true transitions %d, found in fence-triggers %d", len(w.sim.Truth().Transitions), matched)
 	miss.report(t)
 
+	// 5. Stricter than the truth: the pipeline under chaos emitted exactly
+	// what one crash-free debouncer emits for the same pings (every DWELL and
+	// every parked device's trigger too), and its table holds the same phases.
+	refCheck(t, w, ix)
+
 	// Not an assertion of the issue, but the most direct evidence of a lost
 	// output: a device's state counts more triggers than fence-triggers holds.
 	perDev := map[string]uint64{}
@@ -463,4 +469,84 @@ func check(t *testing.T, w *world) {
 		t.Logf("devices whose state's trigger counter differs from the distinct trigger ids in fence-triggers: %d\n  %s",
 			len(counterDiff), strings.Join(counterDiff[:min(len(counterDiff), 20)], "\n  "))
 	}
+}
+
+// trigKey is what identifies a trigger apart from its HLC (which the producer
+// stamped from the wall clock, so a reference run cannot know it).
+type trigKey struct {
+	dev, fence string
+	typ        geofencepb.TriggerType
+	eventMs    int64
+}
+
+func (k trigKey) String() string {
+	return fmt.Sprintf("%s / %s %s@%s", k.dev, k.fence, short(k.typ), clock(k.eventMs))
+}
+
+// refCheck runs every ping through debounce.Apply in-process, in order, with
+// the settings the debouncer processes run with, and compares the triggers and
+// the final fence phases with what the pipeline produced.
+func refCheck(t *testing.T, w *world, ix *index) {
+	t.Helper()
+	cfg := debounce.DefaultSettings()
+	cfg.SilenceTimeout = silenceTimeout
+	states := map[string]*geofencepb.DeviceState{}
+	want := map[trigKey]bool{}
+	for _, p := range w.sim.Pings() {
+		st := states[p.GetDeviceId()]
+		if st == nil {
+			st = &geofencepb.DeviceState{DeviceId: p.GetDeviceId()}
+			states[p.GetDeviceId()] = st
+		}
+		p.Hlc = hlc.Pack(p.GetDeviceTimeMs(), 0)
+		for _, tr := range debounce.Apply(st, p, w.snap, cfg).Triggers {
+			want[trigKey{tr.GetDeviceId(), tr.GetFenceId(), tr.GetType(), tr.GetEventTimeMs()}] = true
+		}
+	}
+	have := map[trigKey]bool{}
+	for _, rs := range ix.byID {
+		tr := rs[0].t
+		have[trigKey{tr.GetDeviceId(), tr.GetFenceId(), tr.GetType(), tr.GetEventTimeMs()}] = true
+	}
+	ref := failures{name: "5. fence-triggers holds exactly the triggers of a crash-free run of the same pings, and debouncer-table its phases"}
+	for k := range want {
+		if !have[k] {
+			ref.add("missing %v: %s", k, ix.describe(pair{k.dev, k.fence}))
+		}
+	}
+	for k := range have {
+		if !want[k] {
+			ref.add("extra %v: %s", k, ix.describe(pair{k.dev, k.fence}))
+		}
+	}
+	phases := func(st *geofencepb.DeviceState) map[string]geofencepb.Phase {
+		m := map[string]geofencepb.Phase{}
+		for _, e := range st.GetFenceStates() {
+			if ph := e.GetState().GetPhase(); ph != geofencepb.Phase_PHASE_OUTSIDE {
+				m[e.GetFenceId()] = ph
+			}
+		}
+		return m
+	}
+	for dev, st := range states {
+		got, exp := phases(w.states[dev]), phases(st)
+		for fence := range union(got, exp) {
+			if got[fence] != exp[fence] {
+				ref.add("%s / %s: debouncer-table phase %v, crash-free run %v", dev, fence, got[fence], exp[fence])
+			}
+		}
+	}
+	t.Logf("crash-free reference run: %d triggers", len(want))
+	ref.report(t)
+}
+
+func union[V any](a, b map[string]V) map[string]bool {
+	u := map[string]bool{}
+	for k := range a {
+		u[k] = true
+	}
+	for k := range b {
+		u[k] = true
+	}
+	return u
 }

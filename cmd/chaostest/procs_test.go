@@ -51,11 +51,19 @@ func childEnv() []string {
 // file. Supervised, it is restarted when it exits on its own, as systemd or
 // Kubernetes would restart it; such exits are counted.
 type proc struct {
-	name   string
-	bin    string
-	args   []string
-	log    string // path of the log
-	marker string // the stderr line that says it is ready; "" means the first line on stdout
+	name string
+	bin  string
+	args []string
+	log  string // path of the log
+	// addrOnStdout: ready when the first stdout line is printed (the broker's
+	// address). Processors have no ready signal of their own: Goka's
+	// WaitForReady, behind their "ready" log line, can wait forever when a
+	// rebalance replaces its partitions during start-up, so the test watches
+	// their consumer group instead.
+	addrOnStdout bool
+	// beforeRestart, if set, runs before the process is ended to be
+	// restarted, or restarted after it ended on its own.
+	beforeRestart func()
 
 	op sync.Mutex // serializes start, kill and stop
 
@@ -73,11 +81,11 @@ type proc struct {
 
 // newProc defines a child whose log goes to logDir (a temporary directory
 // when empty).
-func newProc(t *testing.T, logDir, name, bin, marker string, args ...string) *proc {
+func newProc(t *testing.T, logDir, name, bin string, addrOnStdout bool, args ...string) *proc {
 	if logDir == "" {
 		logDir = t.TempDir()
 	}
-	p := &proc{name: name, bin: bin, args: args, marker: marker, log: filepath.Join(logDir, name+".log")}
+	p := &proc{name: name, bin: bin, args: args, addrOnStdout: addrOnStdout, log: filepath.Join(logDir, name+".log")}
 	// Registered before the first start: whatever happens, the process group
 	// is killed before the test's directories are removed.
 	t.Cleanup(p.killGroup)
@@ -110,12 +118,11 @@ func (p *proc) startLocked() error {
 	// Ctrl-C of `go test` does not reach it before the test can stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	ready := make(chan struct{})
-	errw := &lineWatcher{w: f, marker: p.marker, matched: ready}
-	out := &lineWatcher{w: f, matched: make(chan struct{})}
-	if p.marker == "" {
-		errw.matched, out.matched = make(chan struct{}), ready
+	out := &lineWatcher{w: f}
+	if p.addrOnStdout {
+		out.matched = ready
 	}
-	cmd.Stderr, cmd.Stdout = errw, out
+	cmd.Stderr, cmd.Stdout = f, out
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: %w", p.name, err)
@@ -141,6 +148,9 @@ func (p *proc) startLocked() error {
 			again := p.done == done && p.supervise // nobody started it since
 			p.mu.Unlock()
 			if again {
+				if p.beforeRestart != nil {
+					p.beforeRestart()
+				}
 				_ = p.startLocked()
 			}
 		}
@@ -177,38 +187,40 @@ func (p *proc) setSupervised(on bool) {
 	p.mu.Unlock()
 }
 
-// isReady reports whether the current run is up and has logged its ready line.
-func (p *proc) isReady() bool {
+// waitReady waits until the current run has printed its address.
+func (p *proc) waitReady(timeout time.Duration) error {
 	_, done, ready := p.current()
-	return closed(ready) && !closed(done)
+	select {
+	case <-ready:
+		return nil
+	case <-done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return fmt.Errorf("%s ended before it was ready (%s)", p.name, exitText(p.waitErr))
+	case <-time.After(timeout):
+		return fmt.Errorf("%s not ready within %v%s", p.name, timeout, p.dumpStacks())
+	}
 }
 
-// waitReady waits until the current run has logged its ready line. A run that
-// ends first is waited past when it is supervised (it is restarted).
-func (p *proc) waitReady(timeout time.Duration) error {
-	deadline := time.After(timeout)
-	for {
-		_, done, ready := p.current()
-		select {
-		case <-ready:
-			return nil
-		case <-done:
-			p.mu.Lock()
-			err, sup := p.waitErr, p.supervise
-			p.mu.Unlock()
-			if !sup {
-				return fmt.Errorf("%s ended before it was ready (%s)", p.name, exitText(err))
-			}
-			for p.sameRun(done) { // the supervisor restarts it
-				select {
-				case <-deadline:
-					return fmt.Errorf("%s not ready within %v", p.name, timeout)
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		case <-deadline:
-			return fmt.Errorf("%s not ready within %v", p.name, timeout)
-		}
+// dumpStacks makes a hung run print its goroutines (SIGQUIT) into its log and
+// end, and says so.
+func (p *proc) dumpStacks() string {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	if closed(done) {
+		p.mu.Unlock()
+		return ""
+	}
+	p.expected = true
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return ""
+	}
+	select {
+	case <-done:
+		return fmt.Sprintf(" (its goroutines, dumped with SIGQUIT, are in %s)", p.log)
+	case <-time.After(10 * time.Second):
+		return ""
 	}
 }
 
@@ -255,6 +267,9 @@ func (p *proc) end(sig syscall.Signal, timeout time.Duration) error {
 func (p *proc) kill9() error {
 	p.op.Lock()
 	defer p.op.Unlock()
+	if p.beforeRestart != nil {
+		p.beforeRestart()
+	}
 	if err := p.end(syscall.SIGKILL, 30*time.Second); err != nil {
 		return err
 	}
@@ -266,6 +281,9 @@ func (p *proc) kill9() error {
 func (p *proc) restart(timeout time.Duration) error {
 	p.op.Lock()
 	defer p.op.Unlock()
+	if p.beforeRestart != nil {
+		p.beforeRestart()
+	}
 	stopErr := p.end(syscall.SIGTERM, timeout)
 	if err := p.startLocked(); err != nil {
 		return errors.Join(stopErr, err)
@@ -313,12 +331,10 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// lineWatcher copies a child's output to w and closes matched at the first
-// line containing marker (the first line at all when marker is empty), which
-// it keeps in first.
+// lineWatcher copies a child's output to w and keeps its first line; it
+// closes matched (if set) once it has it.
 type lineWatcher struct {
 	w       interface{ Write([]byte) (int, error) }
-	marker  string
 	matched chan struct{}
 
 	mu    sync.Mutex
@@ -332,18 +348,10 @@ func (l *lineWatcher) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	if !l.seen {
 		l.buf = append(l.buf, b...)
-		for {
-			i := bytes.IndexByte(l.buf, '\n')
-			if i < 0 {
-				break
-			}
-			line := string(l.buf[:i])
-			l.buf = l.buf[i+1:]
-			if strings.Contains(line, l.marker) {
-				l.first, l.seen = line, true
+		if i := bytes.IndexByte(l.buf, '\n'); i >= 0 {
+			l.first, l.seen, l.buf = string(l.buf[:i]), true, nil
+			if l.matched != nil {
 				close(l.matched)
-				l.buf = nil
-				break
 			}
 		}
 	}
@@ -358,7 +366,7 @@ func (l *lineWatcher) line() string {
 }
 
 // firstStdoutLine is the first line the current run printed on stdout (the
-// broker's address), once waitReady has returned for a proc without marker.
+// broker's address), once waitReady has returned.
 func (p *proc) firstStdoutLine() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
