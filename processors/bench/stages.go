@@ -361,7 +361,6 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 	tctx, tcancel := context.WithCancel(ctx)
 	defer tcancel()
 	trigCodec := codecs.For[geofencepb.Trigger]()
-	occCodec := codecs.For[geofencepb.Occupancy]()
 	tailDone := make(chan struct{})
 	go func() {
 		defer close(tailDone)
@@ -385,7 +384,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 						}
 					}
 				case topology.TopicOccupancy:
-					o, err := occCodec.Unmarshal(rec.Value)
+					o, err := group.DecodeTableValue[geofencepb.Occupancy](rec.Value)
 					if err != nil || o == nil {
 						return
 					}
