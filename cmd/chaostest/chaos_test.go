@@ -150,8 +150,8 @@ func TestChaos(t *testing.T) {
 	}
 	defer kc.Close()
 	groups := []*procGroup{
-		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: int(topology.DefaultPartitions), adm: adm},
-		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: 2 * int(topology.DefaultPartitions), adm: adm},
+		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: inputPartitions(topology.GroupDebouncer), adm: adm},
+		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: inputPartitions(topology.GroupOccupancy), adm: adm},
 	}
 	for _, g := range groups {
 		for _, p := range g.procs {
@@ -357,4 +357,18 @@ func produceFleet(ctx context.Context, cl cluster.Config, sim *fleet.Sim, sent *
 	werr := <-errc
 	cerr := prod.Close()
 	return errors.Join(err, emitErr, werr, cerr)
+}
+
+// inputPartitions is how many partitions a group's members consume between
+// them: its streams, its loop and its timers topic, as the topology declares.
+func inputPartitions(group string) int {
+	topo := topology.Geofence()
+	p, _ := topo.Processor(group)
+	n := 0
+	for _, name := range append(append([]string{}, p.Streams...), p.Loop, p.Timers) {
+		if tp, ok := topo.Topic(name); ok {
+			n += int(tp.Partitions)
+		}
+	}
+	return n
 }

@@ -3,7 +3,7 @@
 // machine.go is the pure per-(device, fence) state machine, with two rules
 // for what a fix is evidence of: sprt.go (sequential evidence, the default)
 // and the strict rule (whole accuracy circle); quality/ scores them against
-// other detectors (`fencectl quality`, QUALITY.md); apply.go measures a
+// other detectors (`fencectl quality`, BENCHMARKS.md at the repository root); apply.go measures a
 // ping against the fence catalogue and runs the machines of one device;
 // processor.go is the Goka group: input pings keyed by device_id, group table
 // keyed by device_id holding DeviceState, output fence-triggers keyed by
