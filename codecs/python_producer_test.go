@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -64,10 +65,10 @@ func TestPythonProducer(t *testing.T) {
 
 	const partitions = 6
 	cl := embeddedtest.Cluster(t)
-	kc := embeddedtest.Client(t, cl, kgo.ConsumeTopics(topology.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	kc := embeddedtest.Client(t, cl, kgo.ConsumeTopics(geofence.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := topology.Geofence(topology.WithPartitions(partitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
+	if err := geofence.Topology(geofence.WithPartitions(partitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
 		t.Fatal(err)
 	}
 

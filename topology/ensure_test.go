@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -57,7 +58,7 @@ func mismatches(t *testing.T, err error) map[string]*topology.MismatchError {
 func TestCheckEmptyBrokerReportsMissingTopics(t *testing.T) {
 	_, adm := startBroker(t)
 	ctx := testCtx(t)
-	g := topology.Geofence()
+	g := geofence.Topology()
 	err := g.Check(ctx, adm)
 	if !errors.Is(err, topology.ErrMismatch) {
 		t.Fatalf("Check on an empty broker = %v, want ErrMismatch", err)
@@ -89,7 +90,7 @@ func TestCheckEmptyBrokerReportsMissingTopics(t *testing.T) {
 func TestEnsureCreatesThenRefusesMismatches(t *testing.T) {
 	b, adm := startBroker(t)
 	ctx := testCtx(t)
-	g := topology.Geofence()
+	g := geofence.Topology()
 
 	if err := g.Ensure(ctx, adm); err != nil {
 		t.Fatalf("Ensure on an empty broker: %v", err)
@@ -140,7 +141,7 @@ func TestEnsureCreatesThenRefusesMismatches(t *testing.T) {
 	}
 
 	// Someone adds partitions to pings behind the topology's back.
-	resp, err := adm.UpdatePartitions(ctx, 30, topology.TopicPings)
+	resp, err := adm.UpdatePartitions(ctx, 30, geofence.TopicPings)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -156,7 +157,7 @@ func TestEnsureCreatesThenRefusesMismatches(t *testing.T) {
 			t.Fatalf("%s after the partition change = %v, want ErrMismatch", name, err)
 		}
 		got := mismatches(t, err)
-		me, ok := got[topology.TopicPings+" partitions"]
+		me, ok := got[geofence.TopicPings+" partitions"]
 		if !ok || len(got) != 1 {
 			t.Fatalf("%s: want exactly the pings partition mismatch, got %v", name, err)
 		}
@@ -172,11 +173,11 @@ func TestEnsureCreatesThenRefusesMismatches(t *testing.T) {
 		t.Logf("%s refuses: %v", name, err)
 	}
 	// The refusal created and changed nothing.
-	details, err = adm.ListTopics(ctx, topology.TopicPings)
+	details, err = adm.ListTopics(ctx, geofence.TopicPings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(details[topology.TopicPings].Partitions); n != 30 {
+	if n := len(details[geofence.TopicPings].Partitions); n != 30 {
 		t.Fatalf("pings has %d partitions after the refusal, want 30 (untouched)", n)
 	}
 }
@@ -184,11 +185,11 @@ func TestEnsureCreatesThenRefusesMismatches(t *testing.T) {
 func TestEnsureRefusesCleanupPolicyMismatch(t *testing.T) {
 	_, adm := startBroker(t)
 	ctx := testCtx(t)
-	g := topology.Geofence()
+	g := geofence.Topology()
 
 	// A table created by someone else as a plain (deleting) topic, and a stream
 	// compacted by mistake after Ensure made it.
-	resp, err := adm.CreateTopic(ctx, topology.DefaultPartitions, -1, nil, topology.TopicDebouncer)
+	resp, err := adm.CreateTopic(ctx, topology.DefaultPartitions, -1, nil, geofence.TopicDebouncer)
 	if err == nil {
 		err = resp.Err
 	}
@@ -197,7 +198,7 @@ func TestEnsureRefusesCleanupPolicyMismatch(t *testing.T) {
 	}
 	err = g.Ensure(ctx, adm)
 	got := mismatches(t, err)
-	me, ok := got[topology.TopicDebouncer+" cleanup.policy"]
+	me, ok := got[geofence.TopicDebouncer+" cleanup.policy"]
 	if !ok || len(got) != 1 {
 		t.Fatalf("Ensure = %v, want only the debouncer-table cleanup.policy mismatch", err)
 	}
@@ -209,7 +210,7 @@ func TestEnsureRefusesCleanupPolicyMismatch(t *testing.T) {
 	}
 
 	compact := "compact"
-	alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &compact}}, topology.TopicDebouncer, topology.TopicPings)
+	alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &compact}}, geofence.TopicDebouncer, geofence.TopicPings)
 	if err == nil {
 		for _, r := range alter {
 			if r.Err != nil {
@@ -222,7 +223,7 @@ func TestEnsureRefusesCleanupPolicyMismatch(t *testing.T) {
 	}
 	err = g.Check(ctx, adm)
 	got = mismatches(t, err)
-	if me, ok := got[topology.TopicPings+" cleanup.policy"]; !ok || len(got) != 1 || me.Actual != "compact" || me.Declared != "delete" {
+	if me, ok := got[geofence.TopicPings+" cleanup.policy"]; !ok || len(got) != 1 || me.Actual != "compact" || me.Declared != "delete" {
 		t.Fatalf("Check = %v, want only pings compact vs delete", err)
 	}
 }
@@ -230,7 +231,7 @@ func TestEnsureRefusesCleanupPolicyMismatch(t *testing.T) {
 func TestEnsureValidatesFirst(t *testing.T) {
 	_, adm := startBroker(t)
 	ctx := testCtx(t)
-	g := topology.Geofence()
+	g := geofence.Topology()
 	g.Boundaries = nil
 	if err := g.Ensure(ctx, adm); !errors.Is(err, topology.ErrUndeclaredRekey) {
 		t.Fatalf("Ensure of an invalid topology = %v, want the validation error", err)

@@ -67,28 +67,3 @@ func ExampleTopology_Validate() {
 	// true
 	// topology: processor rekeyer: key changes without a declared boundary: flow pings (key device_id) -> by-fence (key fence_id) re-keys; declare a Boundary saying what order survives and what is lost
 }
-
-func ExampleGeofence() {
-	g := topology.Geofence()
-	fmt.Println(g.Validate())
-	for _, tp := range g.Topics {
-		fmt.Printf("%-15s key=%-10s partitions=%-2d %s\n", tp.Name, tp.Key, tp.Partitions, tp.Cleanup)
-	}
-	// Output:
-	// <nil>
-	// pings           key=device_id  partitions=24 delete
-	// fences          key=fence_id   partitions=1  compact
-	// fence-triggers  key=device_id  partitions=24 delete
-	// debouncer-table key=device_id  partitions=24 compact
-	// debouncer-timers key=device_id  partitions=24 delete
-	// occupancy-loop  key=fence_id   partitions=24 delete
-	// occupancy-table key=fence_id   partitions=24 compact
-	// deadletter      key=original key partitions=24 delete
-	// hot-keys        key=topic/key  partitions=1  compact
-	// fence-visits    key=device_id  partitions=24 delete
-	// visits-table    key=device_id  partitions=24 compact
-	// visits-timers   key=device_id  partitions=24 delete
-	// visit-stats-loop key=fence_id   partitions=24 delete
-	// visit-stats-table key=fence_id   partitions=24 compact
-	// visit-stats-timers key=fence_id   partitions=24 delete
-}

@@ -5,31 +5,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
 func TestGeofenceValidates(t *testing.T) {
-	g := topology.Geofence()
+	g := geofence.Topology()
 	if err := g.Validate(); err != nil {
 		t.Fatalf("Geofence().Validate() = %v", err)
 	}
-	if err := topology.Geofence(topology.WithPartitions(12)).Validate(); err != nil {
+	if err := geofence.Topology(geofence.WithPartitions(12)).Validate(); err != nil {
 		t.Fatalf("Geofence(12).Validate() = %v", err)
 	}
-	for _, name := range []string{topology.TopicPings, topology.TopicTriggers, topology.TopicDebouncer, topology.TopicOccupancyLoop, topology.TopicOccupancy, topology.TopicDeadLetter} {
+	for _, name := range []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicDebouncer, geofence.TopicOccupancyLoop, geofence.TopicOccupancy, topology.TopicDeadLetter} {
 		if tp := g.MustTopic(name); tp.Partitions != topology.DefaultPartitions {
 			t.Errorf("%s has %d partitions, want the default %d", name, tp.Partitions, topology.DefaultPartitions)
 		}
 	}
-	if tp := g.MustTopic(topology.TopicPings); tp.Salting {
+	if tp := g.MustTopic(geofence.TopicPings); tp.Salting {
 		t.Error("pings needs per-device order: it must not allow salting")
 	}
-	for _, name := range []string{topology.TopicFences, topology.TopicDebouncer, topology.TopicOccupancy, topology.TopicHotKeys} {
+	for _, name := range []string{geofence.TopicFences, geofence.TopicDebouncer, geofence.TopicOccupancy, topology.TopicHotKeys} {
 		if tp := g.MustTopic(name); tp.Cleanup != topology.CleanupCompact {
 			t.Errorf("%s is %s, want compact", name, tp.Cleanup)
 		}
 	}
-	if _, ok := g.Boundary(topology.GroupOccupancy, topology.TopicTriggers, topology.TopicOccupancyLoop); !ok {
+	if _, ok := g.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop); !ok {
 		t.Error("the occupancy re-key by fence_id is not a declared boundary")
 	}
 }
@@ -199,9 +200,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 }
 
 func TestDescribeShowsBoundary(t *testing.T) {
-	g := topology.Geofence()
+	g := geofence.Topology()
 	d := g.Describe()
-	b, _ := g.Boundary(topology.GroupOccupancy, topology.TopicTriggers, topology.TopicOccupancyLoop)
+	b, _ := g.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
 	for _, want := range []string{
 		"topology geofence",
 		"pings",
@@ -225,7 +226,7 @@ func TestDescribeShowsBoundary(t *testing.T) {
 }
 
 func TestMermaidShowsBoundary(t *testing.T) {
-	m := topology.Geofence().Mermaid()
+	m := geofence.Topology().Mermaid()
 	for _, want := range []string{
 		"flowchart LR",
 		`t_pings[("pings<br/>key: device_id<br/>24 partitions")]`,
@@ -237,19 +238,19 @@ func TestMermaidShowsBoundary(t *testing.T) {
 			t.Errorf("Mermaid() lacks %q:\n%s", want, m)
 		}
 	}
-	if n, want := strings.Count(m, "==>"), len(topology.Geofence().Boundaries); n != want {
+	if n, want := strings.Count(m, "==>"), len(geofence.Topology().Boundaries); n != want {
 		t.Errorf("Mermaid() has %d thick edges, want exactly the %d boundaries", n, want)
 	}
 }
 
 func TestTopicNamesSorted(t *testing.T) {
-	names := topology.Geofence().TopicNames()
+	names := geofence.Topology().TopicNames()
 	for i := 1; i < len(names); i++ {
 		if names[i-1] >= names[i] {
 			t.Fatalf("TopicNames() not sorted: %v", names)
 		}
 	}
-	if len(names) != len(topology.Geofence().Topics) {
+	if len(names) != len(geofence.Topology().Topics) {
 		t.Fatalf("TopicNames() = %v", names)
 	}
 }

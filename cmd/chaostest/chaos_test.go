@@ -24,9 +24,9 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/produce"
 )
@@ -150,8 +150,8 @@ func TestChaos(t *testing.T) {
 	}
 	defer kc.Close()
 	groups := []*procGroup{
-		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: inputPartitions(topology.GroupDebouncer), adm: adm},
-		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: inputPartitions(topology.GroupOccupancy), adm: adm},
+		{name: geofence.GroupDebouncer, procs: procs[:debouncers], inputs: inputPartitions(geofence.GroupDebouncer), adm: adm},
+		{name: geofence.GroupOccupancy, procs: procs[debouncers:], inputs: inputPartitions(geofence.GroupOccupancy), adm: adm},
 	}
 	for _, g := range groups {
 		for _, p := range g.procs {
@@ -248,11 +248,11 @@ func TestChaos(t *testing.T) {
 	t.Logf("caught up %v after the fleet ended", time.Since(caughtUp).Round(time.Millisecond))
 
 	// Views are started only now: their recovery reads each table to its end.
-	devView, err := group.NewView[geofencepb.DeviceState](cl, topology.TopicDebouncer)
+	devView, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	occView, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	occView, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +326,8 @@ func settledProcs(t *testing.T, groups []*procGroup) ([]*proc, time.Duration) {
 // produceFleet sends every ping of sim through the key-discipline producer
 // (which stamps the HLC), paced by sim, and waits for every acknowledgement.
 func produceFleet(ctx context.Context, cl cluster.Config, sim *fleet.Sim, sent *int) error {
-	topo := topology.Geofence()
-	prod, err := produce.New[geofencepb.Ping](cl, topo.MustTopic(topology.TopicPings))
+	topo := geofence.Topology()
+	prod, err := produce.New[geofencepb.Ping](cl, topo.MustTopic(geofence.TopicPings))
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func produceFleet(ctx context.Context, cl cluster.Config, sim *fleet.Sim, sent *
 // inputPartitions is how many partitions a group's members consume between
 // them: its streams, its loop and its timers topic, as the topology declares.
 func inputPartitions(group string) int {
-	topo := topology.Geofence()
+	topo := geofence.Topology()
 	p, _ := topo.Processor(group)
 	n := 0
 	for _, name := range append(append([]string{}, p.Streams...), p.Loop, p.Timers) {

@@ -21,8 +21,8 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -106,9 +106,9 @@ func waitCaughtUp(ctx context.Context, cl cluster.Config) error {
 			return fmt.Errorf("%w; last seen: %s", ctx.Err(), status)
 		case <-tick.C:
 		}
-		dl, ds, err1 := groupLag(ctx, adm, topology.GroupDebouncer, topology.TopicPings)
-		ol, ostat, err2 := groupLag(ctx, adm, topology.GroupOccupancy, topology.TopicTriggers, topology.TopicOccupancyLoop)
-		ends, err3 := tableEnds(ctx, adm, topology.TopicDebouncer, topology.TopicOccupancy, topology.TopicTriggers, topology.TopicOccupancyLoop)
+		dl, ds, err1 := groupLag(ctx, adm, geofence.GroupDebouncer, geofence.TopicPings)
+		ol, ostat, err2 := groupLag(ctx, adm, geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
+		ends, err3 := tableEnds(ctx, adm, geofence.TopicDebouncer, geofence.TopicOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
 		if err := cmpErr(err1, err2, err3); err != nil {
 			status = err.Error()
 			streak = 0
@@ -146,12 +146,12 @@ type trigRec struct {
 
 // readTriggers reads fence-triggers from the start to its current end.
 func readTriggers(ctx context.Context, cl cluster.Config) ([]trigRec, error) {
-	kc, adm, err := admin(cl, kgo.ConsumeTopics(topology.TopicTriggers), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	kc, adm, err := admin(cl, kgo.ConsumeTopics(geofence.TopicTriggers), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
 	}
 	defer kc.Close()
-	ends, err := adm.ListEndOffsets(ctx, topology.TopicTriggers)
+	ends, err := adm.ListEndOffsets(ctx, geofence.TopicTriggers)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -169,7 +169,7 @@ func readTriggers(ctx context.Context, cl cluster.Config) ([]trigRec, error) {
 	for len(remaining) > 0 {
 		fs := kc.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return out, fmt.Errorf("reading %s: %w (%d partitions not read to their end)", topology.TopicTriggers, ctx.Err(), len(remaining))
+			return out, fmt.Errorf("reading %s: %w (%d partitions not read to their end)", geofence.TopicTriggers, ctx.Err(), len(remaining))
 		}
 		if err := fs.Err0(); err != nil {
 			return out, err

@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
@@ -147,7 +147,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	}
 	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer pcancel()
-	if err := kc.ProduceSync(pctx, &kgo.Record{Topic: topology.TopicPings, Key: []byte("dev-1"), Value: ping}).FirstErr(); err != nil {
+	if err := kc.ProduceSync(pctx, &kgo.Record{Topic: geofence.TopicPings, Key: []byte("dev-1"), Value: ping}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)

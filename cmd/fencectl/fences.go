@@ -21,6 +21,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -100,7 +101,7 @@ is already in the topic replaces it.`)
 		if err != nil {
 			return c.fail(stderr, fmt.Errorf("%s: encoding fence %q: %w; nothing published", source, f.GetFenceId(), err))
 		}
-		records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
+		records = append(records, &kgo.Record{Topic: geofence.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
 	}
 	if *dryRun {
 		printFences(stdout, parsed)
@@ -115,10 +116,10 @@ is already in the topic replaces it.`)
 		return c.fail(stderr, err)
 	}
 	if held > 0 {
-		fmt.Fprintf(stdout, "topic %s already holds %d records; --if-empty: nothing published\n", topology.TopicFences, held)
+		fmt.Fprintf(stdout, "topic %s already holds %d records; --if-empty: nothing published\n", geofence.TopicFences, held)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "published %d fences from %s to topic %s (offsets %d..%d)\n", len(records), source, topology.TopicFences, first, last)
+	fmt.Fprintf(stdout, "published %d fences from %s to topic %s (offsets %d..%d)\n", len(records), source, geofence.TopicFences, first, last)
 	return exitOK
 }
 
@@ -168,7 +169,7 @@ With --hex, each ID is the hex form of the key's bytes.`)
 	add := func(key string) {
 		if !seen[key] {
 			seen[key] = true
-			records = append(records, &kgo.Record{Topic: topology.TopicFences, Key: []byte(key)})
+			records = append(records, &kgo.Record{Topic: geofence.TopicFences, Key: []byte(key)})
 		}
 	}
 	for _, key := range keys {
@@ -186,7 +187,7 @@ With --hex, each ID is the hex form of the key's bytes.`)
 			}
 		}
 		if !found {
-			fmt.Fprintf(stderr, "fencectl fences delete: no record with key %q in topic %s; nothing to delete for it\n", key, topology.TopicFences)
+			fmt.Fprintf(stderr, "fencectl fences delete: no record with key %q in topic %s; nothing to delete for it\n", key, geofence.TopicFences)
 		}
 	}
 	if len(records) == 0 {
@@ -197,7 +198,7 @@ With --hex, each ID is the hex form of the key's bytes.`)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	fmt.Fprintf(stdout, "deleted %d fences (tombstones at offsets %d..%d of topic %s)\n", len(records), first, last, topology.TopicFences)
+	fmt.Fprintf(stdout, "deleted %d fences (tombstones at offsets %d..%d of topic %s)\n", len(records), first, last, geofence.TopicFences)
 	return exitOK
 }
 
@@ -210,11 +211,11 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 		return 0, 0, 0, err
 	}
 	defer kc.Close()
-	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
+	if err := requireTopic(ctx, adm, kf, geofence.TopicFences); err != nil {
 		return 0, 0, 0, err
 	}
 	// Refused here, with the fix, rather than by the broker after the fact.
-	limit, where, err := maxMessageBytes(ctx, adm, kf, topology.TopicFences)
+	limit, where, err := maxMessageBytes(ctx, adm, kf, geofence.TopicFences)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -232,7 +233,7 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 		prod = pc
 	}
 	if ifEmpty {
-		counts, err := partitionCounts(ctx, adm, kf, topology.TopicFences)
+		counts, err := partitionCounts(ctx, adm, kf, geofence.TopicFences)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -256,7 +257,7 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 		first, last = min(first, r.Record.Offset), max(last, r.Record.Offset)
 	}
 	if len(errs) > 0 {
-		return 0, 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", topology.TopicFences, len(errs), len(records), errors.Join(errs...))
+		return 0, 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", geofence.TopicFences, len(errs), len(records), errors.Join(errs...))
 	}
 	return first, last, 0, nil
 }
@@ -307,7 +308,7 @@ func checkRecordSizes(records []*kgo.Record, limit int32, where string) error {
 		if n := recordOverhead + len(r.Key) + len(r.Value); n > int(limit) {
 			errs = append(errs, fmt.Errorf("fence %q encodes to %s (%d bytes), above the %s a record may have (%s): "+
 				"simplify its geometry to fewer vertices (e.g. mapshaper -simplify or ogr2ogr -simplify) or raise max.message.bytes of topic %s",
-				r.Key, mib(n), n, mib(int(limit)), where, topology.TopicFences))
+				r.Key, mib(n), n, mib(int(limit)), where, geofence.TopicFences))
 		}
 	}
 	return errors.Join(errs...)
@@ -381,23 +382,23 @@ type invalidFence struct {
 func readFences(ctx context.Context, kf kafkaFlags) (fencesTopic, error) {
 	var out fencesTopic
 	kc, adm, err := kf.connect(ctx,
-		kgo.ConsumeTopics(topology.TopicFences),
+		kgo.ConsumeTopics(geofence.TopicFences),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return out, err
 	}
 	defer kc.Close()
-	if err := requireTopic(ctx, adm, kf, topology.TopicFences); err != nil {
+	if err := requireTopic(ctx, adm, kf, geofence.TopicFences); err != nil {
 		return out, err
 	}
 	rctx, cancel := kf.requestCtx(ctx)
-	ends, err := adm.ListEndOffsets(rctx, topology.TopicFences)
+	ends, err := adm.ListEndOffsets(rctx, geofence.TopicFences)
 	cancel()
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return out, fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+		return out, fmt.Errorf("end offsets of %s: %w", geofence.TopicFences, err)
 	}
 	target := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -422,12 +423,12 @@ func readFences(ctx context.Context, kf kafkaFlags) (fencesTopic, error) {
 	for !done() {
 		fetches := kc.PollFetches(fctx)
 		if fctx.Err() != nil {
-			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, fctx.Err())
+			return out, fmt.Errorf("reading %s: %w", geofence.TopicFences, fctx.Err())
 		}
 		var errs []error
 		fetches.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err)) })
 		if len(errs) > 0 {
-			return out, fmt.Errorf("reading %s: %w", topology.TopicFences, errors.Join(errs...))
+			return out, fmt.Errorf("reading %s: %w", geofence.TopicFences, errors.Join(errs...))
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = r.Offset + 1

@@ -20,6 +20,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -204,7 +205,7 @@ func TestPartitionBadKeys(t *testing.T) {
 func TestTopologyDescribe(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "describe")
 	wantCode(t, code, 0, out, errs)
-	composed, err := topology.Compose(topology.Geofence())
+	composed, err := topology.Compose(geofence.Topology())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestTopologyCheckCreatesThenMatches(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "check", "--brokers", addr)
 	wantCode(t, code, exitFailure, out, errs)
 	wantContains(t, out, `MISMATCH topic "pings" does not exist`, `MISMATCH topic "fences" does not exist`)
-	composed, err := topology.Compose(topology.Geofence())
+	composed, err := topology.Compose(geofence.Topology())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestTopologyCheckCreatesThenMatches(t *testing.T) {
 func TestTopologyCheckPartitionMismatch(t *testing.T) {
 	addr := broker(t)
 	_, adm := admin(t, addr)
-	resp, err := adm.CreateTopic(context.Background(), 6, -1, nil, topology.TopicPings)
+	resp, err := adm.CreateTopic(context.Background(), 6, -1, nil, geofence.TopicPings)
 	if err == nil {
 		err = resp.Err
 	}
@@ -317,7 +318,7 @@ func TestFencesLoadRejectsBadInputAndPublishesNothing(t *testing.T) {
 			code, out, errs := fencectl(t, "fences", "load", tc.file, "--brokers", addr)
 			wantCode(t, code, exitFailure, out, errs)
 			wantContains(t, errs, tc.want...)
-			if n := records(t, addr, topology.TopicFences); n != 0 {
+			if n := records(t, addr, geofence.TopicFences); n != 0 {
 				t.Errorf("fences topic holds %d records after a rejected load", n)
 			}
 		})
@@ -327,13 +328,13 @@ func TestFencesLoadRejectsBadInputAndPublishesNothing(t *testing.T) {
 	code, out, errs := fencectl(t, "fences", "load", good, "--dry-run")
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "square", "polygon", "1 fences valid", "dry run")
-	if n := records(t, addr, topology.TopicFences); n != 0 {
+	if n := records(t, addr, geofence.TopicFences); n != 0 {
 		t.Errorf("dry run published %d records", n)
 	}
 	code, out, errs = fencectl(t, "fences", "load", good, "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "published 1 fences")
-	if n := records(t, addr, topology.TopicFences); n != 1 {
+	if n := records(t, addr, geofence.TopicFences); n != 1 {
 		t.Errorf("fences topic holds %d records, want 1", n)
 	}
 }
@@ -362,7 +363,7 @@ func TestFencesLoadListDelete(t *testing.T) {
 	code, out, errs = fencectl(t, "fences", "load", "--demo", "--if-empty", "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, fmt.Sprintf("already holds %d records; --if-empty: nothing published", n))
-	if got := records(t, addr, topology.TopicFences); got != int64(n) {
+	if got := records(t, addr, geofence.TopicFences); got != int64(n) {
 		t.Errorf("fences topic holds %d records after --if-empty, want %d", got, n)
 	}
 
@@ -462,7 +463,7 @@ func TestSim(t *testing.T) {
 	code, out, errs := fencectl(t, "sim", "--brokers", addr, "--devices", "4", "--duration", "20s", "--pace", "0")
 	wantCode(t, code, exitFailure, out, errs)
 	wantContains(t, errs, `topic "pings" has 3 partitions on the broker but the topology declares 24`)
-	if n := records(t, addr, topology.TopicPings); n != 0 {
+	if n := records(t, addr, geofence.TopicPings); n != 0 {
 		t.Fatalf("a refused sim produced %d records", n)
 	}
 	code, out, errs = fencectl(t, "sim", "--brokers", addr, "--partitions", "3", "--devices", "4", "--parked", "2", "--rate", "2",
@@ -470,7 +471,7 @@ func TestSim(t *testing.T) {
 	wantCode(t, code, exitOK, out, errs)
 	const want = 6 * 2 * 20
 	wantContains(t, out, fmt.Sprintf("sent %d pings of 6 devices", want), "simulated 20s")
-	if n := records(t, addr, topology.TopicPings); n != want {
+	if n := records(t, addr, geofence.TopicPings); n != want {
 		t.Errorf("pings topic holds %d records, want %d", n, want)
 	}
 	var tj truthJSON
@@ -486,7 +487,7 @@ func TestSim(t *testing.T) {
 	}
 
 	// Every ping is keyed by its device and lands where the pinned partitioner says.
-	kc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topology.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	kc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(geofence.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ func TestFencesDeleteInvalidRecords(t *testing.T) {
 		{Key: []byte("ok-" + demo[1].GetFenceId()), Value: []byte("x")},
 	}
 	for _, r := range recs {
-		r.Topic = topology.TopicFences
+		r.Topic = geofence.TopicFences
 	}
 	if err := kc.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -634,7 +635,7 @@ func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
 	code, out, errs := fencectl(t, "fences", "load", file, "--brokers", addr)
 	wantCode(t, code, exitFailure, out, errs)
 	wantContains(t, errs, `fence "big" encodes to`, "MiB", "max.message.bytes", "simplify its geometry", "nothing published")
-	if n := records(t, addr, topology.TopicFences); n != 0 {
+	if n := records(t, addr, geofence.TopicFences); n != 0 {
 		t.Fatalf("%d records published", n)
 	}
 	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file)
@@ -644,9 +645,9 @@ func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
 	// A topic that takes larger records takes it.
 	_, adm := admin(t, addr)
 	v := "8000000"
-	resp, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, topology.TopicFences)
+	resp, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, geofence.TopicFences)
 	if err == nil {
-		_, err = resp.On(topology.TopicFences, nil)
+		_, err = resp.On(geofence.TopicFences, nil)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
-	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology/hlc"
 	"github.com/fencestream/fencestream/topology/produce"
 )
@@ -161,13 +161,13 @@ devices) as JSON. "fencectl sim misorder" compares keying strategies without a b
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	err = requireTopic(ctx, adm, kf, topology.TopicPings)
+	err = requireTopic(ctx, adm, kf, geofence.TopicPings)
 	kc.Close()
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	topo := topology.Geofence(topology.WithPartitions(int32(*partitions)))
-	prod, err := produce.New[pb.Ping](kf.cl, topo.MustTopic(topology.TopicPings),
+	topo := geofence.Topology(geofence.WithPartitions(int32(*partitions)))
+	prod, err := produce.New[pb.Ping](kf.cl, topo.MustTopic(geofence.TopicPings),
 		produce.WithClock(hlc.New(nil)), produce.WithLogger(log))
 	if err != nil {
 		return c.fail(stderr, err)
@@ -178,7 +178,7 @@ devices) as JSON. "fencectl sim misorder" compares keying strategies without a b
 	if cerr := prod.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing producer: %w", cerr)
 	}
-	fmt.Fprintf(stdout, "sent %d pings of %d devices to %s, simulated %v\n", st.sent, ff.devices+ff.parked, topology.TopicPings, st.simulated.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "sent %d pings of %d devices to %s, simulated %v\n", st.sent, ff.devices+ff.parked, geofence.TopicPings, st.simulated.Round(time.Millisecond))
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -43,7 +44,7 @@ func runTopologyDescribe(args []string, stdout, stderr io.Writer) int {
 	if err := checkPartitions(*partitions); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(*partitions))))
+	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(*partitions))))
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -89,7 +90,7 @@ topics are created first (existing ones are never changed).`)
 		return c.fail(stderr, err)
 	}
 	defer kc.Close()
-	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(*partitions))))
+	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(*partitions))))
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/processors/statestore"
@@ -251,7 +252,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		brokerNote = "embedded, data in " + o.brokerDir()
 		log.Info("embedded broker started", "addr", strings.Join(b.Addrs(), ","), "data", b.DataDir())
 	}
-	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(int32(o.partitions))))
+	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(o.partitions))))
 	if err != nil {
 		return err
 	}
@@ -279,7 +280,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	g, gctx := errgroup.WithContext(ctx)
 	// One fence catalogue for the debouncer, occupancy and fenceview.
 	cat := fences.New()
-	follower := fences.NewFollower(o.cl, topology.TopicFences, cat, log.With("component", "fences"))
+	follower := fences.NewFollower(o.cl, geofence.TopicFences, cat, log.With("component", "fences"))
 	g.Go(func() error { return follower.Run(gctx) })
 	g.Go(func() error {
 		return fenceview.Run(gctx, fenceview.Options{
@@ -394,12 +395,12 @@ func loadDemoIfEmpty(ctx context.Context, cl cluster.Config, log *slog.Logger) e
 	defer kc.Close()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ends, err := kadm.NewClient(kc).ListEndOffsets(cctx, topology.TopicFences)
+	ends, err := kadm.NewClient(kc).ListEndOffsets(cctx, geofence.TopicFences)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("end offsets of %s: %w", topology.TopicFences, err)
+		return fmt.Errorf("end offsets of %s: %w", geofence.TopicFences, err)
 	}
 	var held int64
 	ends.Each(func(o kadm.ListedOffset) { held += o.Offset })
@@ -421,7 +422,7 @@ func loadDemoIfEmpty(ctx context.Context, cl cluster.Config, log *slog.Logger) e
 		if err != nil {
 			return err
 		}
-		recs = append(recs, &kgo.Record{Topic: topology.TopicFences, Key: []byte(f.GetFenceId()), Value: v})
+		recs = append(recs, &kgo.Record{Topic: geofence.TopicFences, Key: []byte(f.GetFenceId()), Value: v})
 	}
 	if err := kc.ProduceSync(cctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("loading demo fences: %w", err)

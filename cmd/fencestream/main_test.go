@@ -22,8 +22,8 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
@@ -242,7 +242,7 @@ type trig struct {
 // readTriggers reads fence-triggers to its current end.
 func readTriggers(t *testing.T, broker string) []trig {
 	t.Helper()
-	kc, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topology.TopicTriggers),
+	kc, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(geofence.TopicTriggers),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func readTriggers(t *testing.T, broker string) []trig {
 	defer kc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ends, err := kadm.NewClient(kc).ListEndOffsets(ctx, topology.TopicTriggers)
+	ends, err := kadm.NewClient(kc).ListEndOffsets(ctx, geofence.TopicTriggers)
 	if err == nil {
 		err = ends.Error()
 	}

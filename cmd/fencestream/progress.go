@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -55,7 +56,7 @@ type totals struct {
 // deadletter topics and the debouncer group's committed offsets on pings.
 func brokerTotals(ctx context.Context, adm *kadm.Client) (totals, error) {
 	var t totals
-	ends, err := adm.ListEndOffsets(ctx, topology.TopicPings, topology.TopicTriggers, topology.TopicDeadLetter)
+	ends, err := adm.ListEndOffsets(ctx, geofence.TopicPings, geofence.TopicTriggers, topology.TopicDeadLetter)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -64,20 +65,20 @@ func brokerTotals(ctx context.Context, adm *kadm.Client) (totals, error) {
 	}
 	ends.Each(func(o kadm.ListedOffset) {
 		switch o.Topic {
-		case topology.TopicPings:
+		case geofence.TopicPings:
 			t.pings += o.Offset
-		case topology.TopicTriggers:
+		case geofence.TopicTriggers:
 			t.triggers += o.Offset
 		case topology.TopicDeadLetter:
 			t.deadLetters += o.Offset
 		}
 	})
-	committed, err := adm.FetchOffsets(ctx, topology.GroupDebouncer)
+	committed, err := adm.FetchOffsets(ctx, geofence.GroupDebouncer)
 	if err != nil {
-		return t, fmt.Errorf("offsets of group %s: %w", topology.GroupDebouncer, err)
+		return t, fmt.Errorf("offsets of group %s: %w", geofence.GroupDebouncer, err)
 	}
 	committed.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topology.TopicPings && o.Err == nil && o.At > 0 {
+		if o.Topic == geofence.TopicPings && o.Err == nil && o.At > 0 {
 			t.processed += o.At
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 	"github.com/fencestream/fencestream/topology/produce"
@@ -189,7 +190,7 @@ func (s *simulator) run(ctx context.Context) error {
 	if found {
 		clock.Observe(prev.LastHLC)
 	}
-	prod, err := produce.New[pb.Ping](s.o.cl, s.topo.MustTopic(topology.TopicPings),
+	prod, err := produce.New[pb.Ping](s.o.cl, s.topo.MustTopic(geofence.TopicPings),
 		produce.WithClock(clock), produce.WithLogger(s.log))
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)

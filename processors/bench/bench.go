@@ -30,6 +30,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -298,7 +299,7 @@ func (e *env) simulate(total int) error {
 // reset deletes the geofencing topics and groups and creates the topics again,
 // so each stage starts from empty tables and outputs.
 func (e *env) reset(ctx context.Context) error {
-	groups := []string{topology.GroupDebouncer, topology.GroupOccupancy, counterGroup}
+	groups := []string{geofence.GroupDebouncer, geofence.GroupOccupancy, counterGroup}
 	if _, err := e.adm.DeleteGroups(ctx, groups...); err != nil {
 		var ae *kadm.AuthError
 		if errors.As(err, &ae) {
@@ -358,7 +359,7 @@ func (e *env) produceAll(ctx context.Context) error {
 	}
 	recs := make([]*kgo.Record, e.cfg.Pings)
 	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topology.TopicPings, Key: []byte(e.pings[i].DeviceId), Value: e.encoded[i]}
+		recs[i] = &kgo.Record{Topic: geofence.TopicPings, Key: []byte(e.pings[i].DeviceId), Value: e.encoded[i]}
 	}
 	return e.kc.ProduceSync(ctx, recs...).FirstErr()
 }

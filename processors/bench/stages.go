@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/processors/statestore"
@@ -34,7 +35,7 @@ const (
 // rawConsumer reads the pings with a plain franz-go consumer (no group).
 func (e *env) rawConsumer(ctx context.Context) (Stage, error) {
 	kopts, _ := e.cl.Kgo()
-	c, err := kgo.NewClient(append(kopts, kgo.ConsumeTopics(topology.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	c, err := kgo.NewClient(append(kopts, kgo.ConsumeTopics(geofence.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return Stage{}, err
 	}
@@ -117,7 +118,7 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 		return Stage{}, err
 	}
 	gg := goka.DefineGroup(counterGroup,
-		goka.Input(topology.TopicPings, new(codec.Bytes), func(c goka.Context, _ any) {
+		goka.Input(geofence.TopicPings, new(codec.Bytes), func(c goka.Context, _ any) {
 			var n int64
 			if v := c.Value(); v != nil {
 				n = v.(int64)
@@ -140,7 +141,7 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- p.Run(ctx) }()
 	defer func() { cancel(); <-errc }()
-	return waitCount(ctx, errc, e.cfg.Pings, func() int { n, _ := processed(p, topology.TopicPings); return n })
+	return waitCount(ctx, errc, e.cfg.Pings, func() int { n, _ := processed(p, geofence.TopicPings); return n })
 }
 
 // running is a debouncer (and, for the pipeline, occupancy) started on the
@@ -217,18 +218,18 @@ func (e *env) debouncer(ctx context.Context) (Stage, error) {
 		return Stage{}, err
 	}
 	defer r.stop()
-	return waitCount(ctx, r.errc, e.cfg.Pings, func() int { n, _ := r.deb.Processed(topology.TopicPings); return n })
+	return waitCount(ctx, r.errc, e.cfg.Pings, func() int { n, _ := r.deb.Processed(geofence.TopicPings); return n })
 }
 
 // occupancyBacklog is how many records on occupancy's inputs it has not yet
 // processed.
 func (e *env) occupancyBacklog(ctx context.Context, occ *group.Processor) (int64, error) {
-	ends, err := e.adm.ListEndOffsets(ctx, topology.TopicTriggers, topology.TopicOccupancyLoop)
+	ends, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
 	if err != nil {
 		return 0, err
 	}
 	var lag int64
-	for _, topic := range []string{topology.TopicTriggers, topology.TopicOccupancyLoop} {
+	for _, topic := range []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop} {
 		_, last := occ.Processed(topic)
 		var perr error
 		ends.Each(func(o kadm.ListedOffset) {
@@ -269,7 +270,7 @@ func (e *env) pipeline(ctx context.Context, res *Result) error {
 	var t timer
 	deadline := time.Now().Add(stageLimit)
 	for {
-		n, _ := r.deb.Processed(topology.TopicPings)
+		n, _ := r.deb.Processed(geofence.TopicPings)
 		t.observe(n)
 		if n >= e.cfg.Pings {
 			lag, err := e.occupancyBacklog(ctx, r.occ)
@@ -290,7 +291,7 @@ func (e *env) pipeline(ctx context.Context, res *Result) error {
 			return fmt.Errorf("pipeline not done after %v", stageLimit)
 		}
 	}
-	trig, err := e.adm.ListEndOffsets(ctx, topology.TopicTriggers)
+	trig, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers)
 	if err != nil {
 		return err
 	}
@@ -351,7 +352,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 	)
 	kopts, _ := e.cl.Kgo()
 	tail, err := kgo.NewClient(append(kopts,
-		kgo.ConsumeTopics(topology.TopicTriggers, topology.TopicOccupancy),
+		kgo.ConsumeTopics(geofence.TopicTriggers, geofence.TopicOccupancy),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond))...)
 	if err != nil {
@@ -371,7 +372,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 			read += int64(f.NumRecords())
 			f.EachRecord(func(rec *kgo.Record) {
 				switch rec.Topic {
-				case topology.TopicTriggers:
+				case geofence.TopicTriggers:
 					t, err := trigCodec.Unmarshal(rec.Value)
 					if err != nil {
 						return
@@ -383,7 +384,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 							byFence[fk] = at
 						}
 					}
-				case topology.TopicOccupancy:
+				case geofence.TopicOccupancy:
 					o, err := group.DecodeTableValue[geofencepb.Occupancy](rec.Value)
 					if err != nil || o == nil {
 						return
@@ -403,7 +404,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 	const slice = 10 * time.Millisecond
 	perSlice := max(1, rate/100)
 	start := time.Now()
-	before, _ := r.deb.Processed(topology.TopicPings)
+	before, _ := r.deb.Processed(geofence.TopicPings)
 	for i := 0; i < n; {
 		end := min(n, i+perSlice)
 		now := time.Now()
@@ -413,7 +414,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 		}
 		mu.Unlock()
 		for j := i; j < end; j++ {
-			e.kc.Produce(ctx, &kgo.Record{Topic: topology.TopicPings, Key: []byte(pings[j].DeviceId), Value: enc[j]}, nil)
+			e.kc.Produce(ctx, &kgo.Record{Topic: geofence.TopicPings, Key: []byte(pings[j].DeviceId), Value: enc[j]}, nil)
 		}
 		i = end
 		next := start.Add(time.Duration(i/perSlice) * slice)
@@ -430,7 +431,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 		return Rate{}, err
 	}
 	out := Rate{Offered: rate, Achieved: float64(n) / offered.Seconds()}
-	after, _ := r.deb.Processed(topology.TopicPings)
+	after, _ := r.deb.Processed(geofence.TopicPings)
 	out.DebouncerLag = int64(n - (after - before))
 	if out.OccupancyLag, err = e.occupancyBacklog(ctx, r.occ); err != nil {
 		return Rate{}, err
@@ -438,7 +439,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 	// Drain before the next window, so windows do not share a backlog.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		done, _ := r.deb.Processed(topology.TopicPings)
+		done, _ := r.deb.Processed(geofence.TopicPings)
 		lag, err := e.occupancyBacklog(ctx, r.occ)
 		if err != nil {
 			return Rate{}, err
@@ -452,7 +453,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 		time.Sleep(poll) // polling local stats, bounded by the deadline
 	}
 	// Let the tail read every output of the drained window.
-	ends, err := e.adm.ListEndOffsets(ctx, topology.TopicTriggers, topology.TopicOccupancy)
+	ends, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers, geofence.TopicOccupancy)
 	if err != nil {
 		return Rate{}, err
 	}

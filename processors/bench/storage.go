@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -160,7 +161,7 @@ func (e *env) produceStates(ctx context.Context, n int) error {
 			if err != nil {
 				return err
 			}
-			recs = append(recs, &kgo.Record{Topic: topology.TopicDebouncer, Key: []byte(dev), Value: v})
+			recs = append(recs, &kgo.Record{Topic: geofence.TopicDebouncer, Key: []byte(dev), Value: v})
 		}
 		if err := e.kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return err
@@ -261,7 +262,7 @@ func (e *env) connect() (cleanup func(), err error) {
 		closers = append(closers, func() { os.RemoveAll(d) })
 		e.dirs = d
 	}
-	e.topo = topology.Geofence(topology.WithPartitions(e.cfg.Partitions))
+	e.topo = geofence.Topology(geofence.WithPartitions(e.cfg.Partitions))
 	kopts, err := e.cl.Kgo()
 	if err != nil {
 		cleanup()

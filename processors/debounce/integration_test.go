@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/topology"
@@ -50,14 +51,14 @@ func runDebouncer(t *testing.T, cl cluster.Config, d *debounce.Debouncer, stateD
 // nothing valid is lost.
 func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	cl := embeddedtest.Cluster(t)
-	d, err := debounce.New(topology.Geofence(), testCatalogue(t), debounce.WithDefaults(testSettings()))
+	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithDefaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	runDebouncer(t, cl, d, t.TempDir())
 
 	const devices = 120
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicPings))
 	ctx := context.Background()
 	pingPartition := map[string]int32{}
 	codec := codecs.For[geofencepb.Ping]()
@@ -92,7 +93,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	}
 
 	// Every device's ENTER arrives on the device's partition of fence-triggers.
-	trigs := embeddedtest.ConsumeUntil(t, cl, topology.TopicTriggers, func(r []*kgo.Record) bool { return len(r) >= devices })
+	trigs := embeddedtest.ConsumeUntil(t, cl, geofence.TopicTriggers, func(r []*kgo.Record) bool { return len(r) >= devices })
 	for _, r := range trigs {
 		if want := pingPartition[string(r.Key)]; r.Partition != want {
 			t.Fatalf("trigger of %s on partition %d, its pings are on %d", r.Key, r.Partition, want)
@@ -100,7 +101,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	}
 	// State is written to the table topic on the device's partition...
 	seen := map[string]bool{}
-	embeddedtest.ConsumeUntil(t, cl, topology.TopicDebouncer, func(recs []*kgo.Record) bool {
+	embeddedtest.ConsumeUntil(t, cl, geofence.TopicDebouncer, func(recs []*kgo.Record) bool {
 		for _, r := range recs {
 			if want := pingPartition[string(r.Key)]; r.Partition != want {
 				t.Fatalf("state of %s written to partition %d, want %d", r.Key, r.Partition, want)
@@ -113,7 +114,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 		return len(seen) == devices
 	})
 	// ...and read back through a view hashed with the pinned partitioner.
-	view, err := group.NewView[geofencepb.DeviceState](cl, topology.TopicDebouncer)
+	view, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +148,12 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 // group joins would be skipped for good. All must be applied.
 func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	cl := embeddedtest.Cluster(t)
-	topo := topology.Geofence()
+	topo := geofence.Topology()
 	// Create topics first, exactly as the binaries would, then produce.
 	if _, err := group.CheckBroker(context.Background(), cl, topo, true); err != nil {
 		t.Fatal(err)
 	}
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicPings))
 	codec := codecs.For[geofencepb.Ping]()
 	const devices, perDevice = 300, 3
 	var recs []*kgo.Record
@@ -172,7 +173,7 @@ func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	}
 	runDebouncer(t, cl, d, t.TempDir())
 	done := map[string]bool{}
-	embeddedtest.ConsumeUntil(t, cl, topology.TopicDebouncer, func(rs []*kgo.Record) bool {
+	embeddedtest.ConsumeUntil(t, cl, geofence.TopicDebouncer, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
 			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == perDevice {

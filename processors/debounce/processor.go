@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -87,9 +88,9 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 		return nil, err
 	}
 	d := &Debouncer{cfg: cfg, cat: cat}
-	g := group.New[geofencepb.DeviceState](topo, topology.GroupDebouncer, cfg.log)
-	group.Stream(g, topology.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
-	d.triggers = group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, topology.TopicTriggers)
+	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
+	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
+	d.triggers = group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
 	d.group = g
 	return d, nil

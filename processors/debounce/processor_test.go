@@ -12,6 +12,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -68,7 +69,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, tt: tester.New(t), now: time.UnixMilli(1_800_000_000_000)}
-	d, err := debounce.New(topology.Geofence(), testCatalogue(t), debounce.WithDefaults(testSettings()),
+	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithDefaults(testSettings()),
 		debounce.WithClock(func() time.Time { return h.now }))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func newHarness(t *testing.T) *harness {
 		}
 	})
 	h.d, h.proc = d, proc
-	h.trigs = h.tt.NewQueueTracker(topology.TopicTriggers)
+	h.trigs = h.tt.NewQueueTracker(geofence.TopicTriggers)
 	h.dlq = h.tt.NewQueueTracker(topology.TopicDeadLetter)
 	return h
 }
@@ -99,7 +100,7 @@ func (h *harness) ping(device string, lat float64, tMs int64) {
 }
 
 func (h *harness) pingHLC(device string, lat float64, tMs int64, hlcv uint64) {
-	h.tt.Consume(topology.TopicPings, device, &geofencepb.Ping{
+	h.tt.Consume(geofence.TopicPings, device, &geofencepb.Ping{
 		DeviceId: device, Lat: lat, Lon: centerLon, AccuracyM: 3,
 		DeviceTimeMs: 1_800_000_000_000 + tMs, Hlc: hlcv,
 	})
@@ -121,7 +122,7 @@ func (h *harness) nextTriggers() []*geofencepb.Trigger {
 }
 
 func (h *harness) state(device string) *geofencepb.DeviceState {
-	st, err := group.StateOf[geofencepb.DeviceState](h.tt.TableValue(topology.TopicDebouncer, device))
+	st, err := group.StateOf[geofencepb.DeviceState](h.tt.TableValue(geofence.TopicDebouncer, device))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -248,9 +249,9 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		{DeviceId: "veh-3", Lat: insideLat, Lon: centerLon, DeviceTimeMs: 0, Hlc: 0},
 	}
 	for _, p := range bad {
-		h.tt.Consume(topology.TopicPings, "veh-3", p)
+		h.tt.Consume(geofence.TopicPings, "veh-3", p)
 	}
-	h.tt.Consume(topology.TopicPings, "", &geofencepb.Ping{Lat: insideLat, Lon: centerLon, DeviceTimeMs: 1, Hlc: 9})
+	h.tt.Consume(geofence.TopicPings, "", &geofencepb.Ping{Lat: insideLat, Lon: centerLon, DeviceTimeMs: 1, Hlc: 9})
 	var reasons []string
 	for {
 		hdr, key, _, ok := h.dlq.NextWithHeaders()
@@ -258,7 +259,7 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 			break
 		}
 		reasons = append(reasons, string(hdr[group.HeaderReason]))
-		if string(hdr[group.HeaderSourceTopic]) != topology.TopicPings {
+		if string(hdr[group.HeaderSourceTopic]) != geofence.TopicPings {
 			t.Fatalf("dead letter source topic %q", hdr[group.HeaderSourceTopic])
 		}
 		_ = key

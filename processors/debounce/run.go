@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -56,7 +57,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 	var follower *fences.Follower
 	if cat == nil {
 		cat = fences.New()
-		follower = fences.NewFollower(cl, topology.TopicFences, cat, log)
+		follower = fences.NewFollower(cl, geofence.TopicFences, cat, log)
 		ready = follower.Ready()
 	}
 	if ready == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -27,7 +28,7 @@ type instance struct {
 
 func startInstance(t testing.TB, cl cluster.Config, standby bool) *instance {
 	t.Helper()
-	d, err := debounce.New(topology.Geofence(), testCatalogueTB(t), debounce.WithDefaults(testSettings()))
+	d, err := debounce.New(geofence.Topology(), testCatalogueTB(t), debounce.WithDefaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func takeover(t testing.TB, n int, standby, kill bool) (time.Duration, *geofence
 	t.Helper()
 	broker := embeddedtest.Start(t)
 	cl := cluster.Config{Brokers: broker.Addrs()}
-	if _, err := group.CheckBroker(context.Background(), cl, topology.Geofence(), true); err != nil {
+	if _, err := group.CheckBroker(context.Background(), cl, geofence.Topology(), true); err != nil {
 		t.Fatal(err)
 	}
 	base, _ := cl.Kgo()
@@ -77,11 +78,11 @@ func takeover(t testing.TB, n int, standby, kill bool) (time.Duration, *geofence
 	for i := 0; i < n; i++ {
 		dev := fmt.Sprintf("dev-%06d", i)
 		v, _ := stateCodec.Marshal(&geofencepb.DeviceState{DeviceId: dev, LastHlc: 1, Pings: 1, LastEventTimeMs: 1_800_000_000_000})
-		recs = append(recs, &kgo.Record{Topic: topology.TopicDebouncer, Key: []byte(dev), Value: v})
+		recs = append(recs, &kgo.Record{Topic: geofence.TopicDebouncer, Key: []byte(dev), Value: v})
 	}
 	probe := "probe"
 	pv, _ := stateCodec.Marshal(&geofencepb.DeviceState{DeviceId: probe, LastHlc: 1, Pings: 1, LastEventTimeMs: 1_800_000_000_000})
-	recs = append(recs, &kgo.Record{Topic: topology.TopicDebouncer, Key: []byte(probe), Value: pv})
+	recs = append(recs, &kgo.Record{Topic: geofence.TopicDebouncer, Key: []byte(probe), Value: pv})
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +125,13 @@ func takeover(t testing.TB, n int, standby, kill bool) (time.Duration, *geofence
 	}
 	start := time.Now()
 	owner.stop()
-	tail, err := kgo.NewClient(append(base, kgo.ConsumeTopics(topology.TopicDebouncer), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))...)
+	tail, err := kgo.NewClient(append(base, kgo.ConsumeTopics(geofence.TopicDebouncer), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tail.Close()
 	ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: probe, Lat: outsideLat, Lon: centerLon, DeviceTimeMs: 1_800_000_001_000, Hlc: 2})
-	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topology.TopicPings, Key: []byte(probe), Value: ping}).FirstErr(); err != nil {
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: geofence.TopicPings, Key: []byte(probe), Value: ping}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 120*time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -28,12 +29,12 @@ var Extension = topology.Extension{
 		Doc: "pings counted per device"}},
 	Processors: []topology.Processor{{
 		Group:   Group,
-		Streams: []string{topology.TopicPings},
+		Streams: []string{geofence.TopicPings},
 		Emits:   []string{topology.TopicDeadLetter},
 		Table:   Table,
 		Flows: []topology.Flow{
-			{From: topology.TopicPings, To: Table},
-			{From: topology.TopicPings, To: topology.TopicDeadLetter},
+			{From: geofence.TopicPings, To: Table},
+			{From: geofence.TopicPings, To: topology.TopicDeadLetter},
 		},
 		Doc: "counts pings per device (an example processor built on the public kit)",
 	}},
@@ -56,7 +57,7 @@ type (
 // Extension: topology.Compose does that).
 func New(topo *topology.Topology, log *slog.Logger) *group.Group[state, *state] {
 	g := group.New[state](topo, Group, log)
-	group.Stream(g, topology.TopicPings, func(c *ctxT, _ *geofencepb.Ping) error {
+	group.Stream(g, geofence.TopicPings, func(c *ctxT, _ *geofencepb.Ping) error {
 		n := c.State()
 		if n == nil {
 			n = &state{}

@@ -17,6 +17,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -348,10 +349,10 @@ func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) {
 			d.LastChange = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 		}
 	}
-	if tp, ok := s.cfg.topo.Topic(topology.TopicOccupancy); ok {
+	if tp, ok := s.cfg.topo.Topic(geofence.TopicOccupancy); ok {
 		d.Partition = topology.PartitionFor(id, tp.Partitions)
 		if ls, ok := s.src.Occupancy.(LagSource); ok {
-			if lag, ok := ls.Lag(topology.TopicOccupancy, d.Partition); ok {
+			if lag, ok := ls.Lag(geofence.TopicOccupancy, d.Partition); ok {
 				d.LagRecords = &lag
 			}
 		}
@@ -412,7 +413,7 @@ func (s *Server) handleDevice(w http.ResponseWriter, r *http.Request) {
 		CatalogueVersion: st.GetCatalogueVersion(),
 		Fences:           []FenceStateJSON{},
 	}
-	if tp, ok := s.cfg.topo.Topic(topology.TopicPings); ok {
+	if tp, ok := s.cfg.topo.Topic(geofence.TopicPings); ok {
 		d.Partition = topology.PartitionFor(id, tp.Partitions)
 	}
 	if ms := st.GetLastEventTimeMs(); ms > 0 {
@@ -449,7 +450,7 @@ func (s *Server) handlePartition(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := int64(topology.DefaultPartitions)
-	if tp, ok := s.cfg.topo.Topic(topology.TopicPings); ok {
+	if tp, ok := s.cfg.topo.Topic(geofence.TopicPings); ok {
 		n = int64(tp.Partitions)
 	}
 	if v := q.Get("partitions"); v != "" || q.Has("partitions") {

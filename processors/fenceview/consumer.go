@@ -15,7 +15,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -53,14 +53,14 @@ type TriggerConsumer struct {
 	once  sync.Once
 }
 
-// NewTriggerConsumer builds a consumer of topology.TopicTriggers into feed
+// NewTriggerConsumer builds a consumer of geofence.TopicTriggers into feed
 // (log defaults to slog.Default()).
 func NewTriggerConsumer(cl cluster.Config, feed *Feed, log *slog.Logger) *TriggerConsumer {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &TriggerConsumer{
-		cl: cl, feed: feed, topic: topology.TopicTriggers, log: log.With("topic", topology.TopicTriggers),
+		cl: cl, feed: feed, topic: geofence.TopicTriggers, log: log.With("topic", geofence.TopicTriggers),
 		now: time.Now, ready: make(chan struct{}),
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -43,7 +44,7 @@ func startBroker(t *testing.T, ctx context.Context) (cluster.Config, *kgo.Client
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	if err := topology.Geofence(topology.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
+	if err := geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
 		t.Fatal(err)
 	}
 	return cl, kc
@@ -137,19 +138,19 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		produce(t, ctx, kc, topology.TopicFences, demo[i].ID, pb, 1)
+		produce(t, ctx, kc, geofence.TopicFences, demo[i].ID, pb, 1)
 	}
-	produce(t, ctx, kc, topology.TopicFences, demo[0].ID, nil, 1) // deleted again
+	produce(t, ctx, kc, geofence.TopicFences, demo[0].ID, nil, 1) // deleted again
 	const devices = 40
 	for i := range devices {
 		id := fmt.Sprintf("vehicle-%03d", i)
-		produce(t, ctx, kc, topology.TopicDebouncer, id, &geofencepb.DeviceState{
+		produce(t, ctx, kc, geofence.TopicDebouncer, id, &geofencepb.DeviceState{
 			DeviceId: id, LastHlc: uint64(1000 + i), LastEventTimeMs: 1_700_000_000_000 + int64(i), Pings: uint64(i + 1),
 			FenceStates: []*geofencepb.FenceEntry{{FenceId: "park-tiergarten", State: &geofencepb.FenceState{Phase: geofencepb.Phase_PHASE_INSIDE}}},
 		}, e2ePartitions)
 	}
 	for i, f := range demo[1:] {
-		produce(t, ctx, kc, topology.TopicOccupancy, f.ID, &geofencepb.Occupancy{
+		produce(t, ctx, kc, geofence.TopicOccupancy, f.ID, &geofencepb.Occupancy{
 			FenceId: f.ID, Count: int64(i), EntersTotal: uint64(2 * i), ExitsTotal: uint64(i),
 		}, e2ePartitions)
 	}
@@ -158,7 +159,7 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 	for i, dev := range []string{"vehicle-010", "vehicle-011", "vehicle-012"} {
 		old := trigger(fmt.Sprintf("%s|park-tiergarten|ENTER|%d", dev, i), dev, "park-tiergarten")
 		old.EventTimeMs = 1_700_000_000_000 + int64(i)*1000
-		produce(t, ctx, kc, topology.TopicTriggers, dev, old, e2ePartitions)
+		produce(t, ctx, kc, geofence.TopicTriggers, dev, old, e2ePartitions)
 	}
 
 	base := startService(t, ctx, cl)
@@ -204,7 +205,7 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 	}
 
 	// The views follow their tables live.
-	produce(t, ctx, kc, topology.TopicOccupancy, "park-tiergarten", &geofencepb.Occupancy{FenceId: "park-tiergarten", Count: 99, Devices: []string{"late"}}, e2ePartitions)
+	produce(t, ctx, kc, geofence.TopicOccupancy, "park-tiergarten", &geofencepb.Occupancy{FenceId: "park-tiergarten", Count: 99, Devices: []string{"late"}}, e2ePartitions)
 	eventually(t, base+"/v1/fences/park-tiergarten", "the occupancy update", func(s int, body string) bool {
 		return s == http.StatusOK && strings.Contains(body, `"count":99`)
 	})
@@ -215,8 +216,8 @@ func TestEndToEndOnEmbeddedBroker(t *testing.T) {
 	events, _ := openStream(t, sctx, base+"/v1/triggers/stream?fence=station-zoo")
 	tr := trigger("vehicle-001|station-zoo|ENTER|77", "vehicle-001", "station-zoo")
 	tr.EventTimeMs = time.Now().UnixMilli()
-	produce(t, ctx, kc, topology.TopicTriggers, "vehicle-001", trigger("vehicle-002|park|ENTER|1", "vehicle-002", "park-tiergarten"), e2ePartitions)
-	produce(t, ctx, kc, topology.TopicTriggers, "vehicle-001", tr, e2ePartitions)
+	produce(t, ctx, kc, geofence.TopicTriggers, "vehicle-001", trigger("vehicle-002|park|ENTER|1", "vehicle-002", "park-tiergarten"), e2ePartitions)
+	produce(t, ctx, kc, geofence.TopicTriggers, "vehicle-001", tr, e2ePartitions)
 	if ev := nextEvent(t, events, "trigger"); ev.id != tr.TriggerId {
 		t.Fatalf("stream gave %q, want %q", ev.id, tr.TriggerId)
 	}

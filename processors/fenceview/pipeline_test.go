@@ -20,9 +20,9 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
-	"github.com/fencestream/fencestream/topology"
 )
 
 // TestPipelinePingsToAPI runs the whole pipeline on the embedded broker: a
@@ -37,7 +37,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, kc := startBroker(t, ctx)
-	topo := topology.Geofence(topology.WithPartitions(e2ePartitions))
+	topo := geofence.Topology(geofence.WithPartitions(e2ePartitions))
 	quiet := slog.New(slog.DiscardHandler)
 
 	demo := fences.Demo()
@@ -46,7 +46,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		produce(t, ctx, kc, topology.TopicFences, demo[i].ID, pb, 1)
+		produce(t, ctx, kc, geofence.TopicFences, demo[i].ID, pb, 1)
 	}
 	cat := fences.New()
 	if err := cat.Apply(1, demo, nil); err != nil {
@@ -103,7 +103,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, &kgo.Record{Topic: topology.TopicPings, Key: []byte(p.DeviceId), Value: v})
+		recs = append(recs, &kgo.Record{Topic: geofence.TopicPings, Key: []byte(p.DeviceId), Value: v})
 		last[p.DeviceId] = p
 		count[p.DeviceId]++
 	}

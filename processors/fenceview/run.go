@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -30,7 +31,7 @@ type Options struct {
 	// Catalogue, when set, is a fence catalogue the caller keeps up to date
 	// (the all-in-one runner shares the debouncer's); CatalogueReady is then
 	// closed once it has loaded (nil: already loaded). When nil, Run follows
-	// topology.TopicFences into a catalogue of its own.
+	// geofence.TopicFences into a catalogue of its own.
 	Catalogue      *fences.Catalogue
 	CatalogueReady <-chan struct{}
 	// NoCreateTopics makes start-up only check the broker's topics against
@@ -92,7 +93,7 @@ func Run(ctx context.Context, o Options) error {
 	log := o.Log
 	// The composed topology: processors registered in this binary show in
 	// /v1/topology and their topics are checked too.
-	topo, err := topology.Compose(topology.Geofence(topology.WithPartitions(o.Partitions)))
+	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(o.Partitions)))
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
@@ -104,7 +105,7 @@ func Run(ctx context.Context, o Options) error {
 	cat, catReady := o.Catalogue, o.CatalogueReady
 	if cat == nil {
 		cat = fences.New()
-		follower := fences.NewFollower(o.Cluster, topology.TopicFences, cat, log)
+		follower := fences.NewFollower(o.Cluster, geofence.TopicFences, cat, log)
 		catReady = follower.Ready()
 		g.Go(func() error { return follower.Run(ctx) })
 	}
@@ -141,7 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return views.Run(ctx) })
 	g.Go(func() error { return visitsView.Run(ctx) })
 	g.Go(func() error {
-		return group.RunSkewReporter(ctx, o.Cluster, []string{topology.TopicPings, topology.TopicTriggers, topology.TopicOccupancyLoop}, 30*time.Second, log)
+		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyLoop}, 30*time.Second, log)
 	})
 	g.Go(func() error { return consumer.Run(ctx) })
 	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout) })

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -55,7 +56,7 @@ type config struct {
 }
 
 // WithTopology sets the topology /v1/topology describes and whose partition
-// counts /v1/partition and the partition fields use (default topology.Geofence()).
+// counts /v1/partition and the partition fields use (default geofence.Topology()).
 func WithTopology(t *topology.Topology) Opt { return func(c *config) { c.topo = t } }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -98,7 +99,7 @@ func (c *config) validate(src Sources) error {
 	if err := c.topo.Validate(); err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
-	for _, name := range []string{topology.TopicPings, topology.TopicOccupancy} {
+	for _, name := range []string{geofence.TopicPings, geofence.TopicOccupancy} {
 		if _, ok := c.topo.Topic(name); !ok {
 			return fmt.Errorf("fenceview: topology %s does not declare %s", c.topo.Name, name)
 		}
@@ -127,7 +128,7 @@ func NewServer(src Sources, opts ...Opt) (*Server, error) {
 		o(&cfg)
 	}
 	if cfg.topo == nil {
-		cfg.topo = topology.Geofence()
+		cfg.topo = geofence.Topology()
 	}
 	if err := cfg.validate(src); err != nil {
 		return nil, err

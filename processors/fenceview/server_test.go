@@ -19,6 +19,7 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -307,14 +308,14 @@ func TestPartition(t *testing.T) {
 }
 
 func TestTopology(t *testing.T) {
-	f := newFixture(t, fenceview.WithTopology(topology.Geofence(topology.WithPartitions(6))))
+	f := newFixture(t, fenceview.WithTopology(geofence.Topology(geofence.WithPartitions(6))))
 	var tj fenceview.TopologyJSON
 	f.get(t, "/v1/topology", &tj)
 	if !strings.Contains(tj.Describe, "ORDERING BOUNDARY") || !strings.HasPrefix(tj.Mermaid, "flowchart") || tj.Name != "geofence" {
 		t.Fatalf("describe/mermaid: %+v", tj)
 	}
-	nb := len(topology.Geofence().Boundaries) // occupancy's, and visit-stats' two
-	if len(tj.Boundaries) != nb || tj.Boundaries[0].From != topology.TopicTriggers || tj.Boundaries[0].To != topology.TopicOccupancyLoop ||
+	nb := len(geofence.Topology().Boundaries) // occupancy's, and visit-stats' two
+	if len(tj.Boundaries) != nb || tj.Boundaries[0].From != geofence.TopicTriggers || tj.Boundaries[0].To != geofence.TopicOccupancyLoop ||
 		tj.Boundaries[0].FromKey != "device_id" || tj.Boundaries[0].ToKey != "fence_id" || tj.Boundaries[0].Preserved == "" || tj.Boundaries[0].Lost == "" {
 		t.Fatalf("boundaries: %+v", tj.Boundaries)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -125,15 +125,15 @@ type ViewSources struct {
 // ErrStopped is wrapped by reads after Run's context has ended.
 var ErrStopped = fmt.Errorf("%w: views are shutting down", ErrNotReady)
 
-// NewViewSources builds views of topology.TopicDebouncer and
-// topology.TopicOccupancy. fencesReady is as ViewSources.FencesReady; opts
+// NewViewSources builds views of geofence.TopicDebouncer and
+// geofence.TopicOccupancy. fencesReady is as ViewSources.FencesReady; opts
 // go to both views (e.g. group.ViewTester).
 func NewViewSources(cl cluster.Config, fencesReady <-chan struct{}, opts ...group.ViewOpt) (*ViewSources, error) {
-	dv, err := group.NewView[geofencepb.DeviceState](cl, topology.TopicDebouncer, opts...)
+	dv, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ov, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy, opts...)
+	ov, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -60,8 +60,8 @@ func TestViewSourcesReadinessAndReads(t *testing.T) {
 		t.Fatalf("all loaded: not ready: %s", why)
 	}
 
-	tt.SetTableValue(goka.Table(topology.TopicDebouncer), "d1", &geofencepb.DeviceState{DeviceId: "d1", Pings: 3})
-	tt.SetTableValue(goka.Table(topology.TopicOccupancy), "f1", &geofencepb.Occupancy{Count: 2}) // fence_id left empty: the key fills it
+	tt.SetTableValue(goka.Table(geofence.TopicDebouncer), "d1", &geofencepb.DeviceState{DeviceId: "d1", Pings: 3})
+	tt.SetTableValue(goka.Table(geofence.TopicOccupancy), "f1", &geofencepb.Occupancy{Count: 2}) // fence_id left empty: the key fills it
 	if st, err := vs.Device("d1"); err != nil || st.GetPings() != 3 {
 		t.Fatalf("Device(d1) = %v, %v", st, err)
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -26,7 +26,7 @@ func TestViewSourcesSumSplitFences(t *testing.T) {
 	grouptest.RunView(t, vs.Devices) // Goka's tester waits for every view it built
 	grouptest.RunView(t, vs.Occupancy)
 	in := &geofencepb.Member{Inside: true}
-	table := goka.Table(topology.TopicOccupancy)
+	table := goka.Table(geofence.TopicOccupancy)
 	tt.SetTableValue(table, "big", &geofencepb.Occupancy{FenceId: "big", Count: 1, SaltBuckets: 32, EntersTotal: 2, ExitsTotal: 1,
 		Members: map[string]*geofencepb.Member{"a": in, "z": {}}})
 	tt.SetTableValue(table, "big#3", &geofencepb.Occupancy{FenceId: "big", Count: 2, EntersTotal: 2, Members: map[string]*geofencepb.Member{"c": in, "b": in}})

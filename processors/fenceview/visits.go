@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/visits"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -27,7 +27,7 @@ type VisitsView struct {
 
 // NewVisitsView builds the view (in memory, rebuilt at every start).
 func NewVisitsView(cl cluster.Config, opts ...group.ViewOpt) (*VisitsView, error) {
-	v, err := group.NewView[visitspb.FenceVisits](cl, topology.TopicVisitStatsTable, opts...)
+	v, err := group.NewView[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (v *VisitsView) Ready() (bool, string) {
 	if v.v.Recovered() {
 		return true, ""
 	}
-	return false, "view of " + topology.TopicVisitStatsTable + " is recovering"
+	return false, "view of " + geofence.TopicVisitStatsTable + " is recovering"
 }
 
 // FenceVisits implements VisitSource.

@@ -19,6 +19,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
@@ -149,7 +150,7 @@ func TestRecordBoundWorstCase(t *testing.T) {
 	if err := (occupancy.Limits{MaxMembers: 400}).Validate(); err == nil {
 		t.Error("limits above the stated bound accepted")
 	}
-	if _, err := occupancy.New(topology.Geofence(), occupancy.WithDevicesCap(1000)); err == nil {
+	if _, err := occupancy.New(geofence.Topology(), occupancy.WithDevicesCap(1000)); err == nil {
 		t.Error("New accepted a devices cap whose records pass the bound")
 	}
 	tr := trig("veh-1", "f", enter, 10)
@@ -443,7 +444,7 @@ func TestBigFenceThroughGroup(t *testing.T) {
 	}
 	order, want := bigFence(n)
 	h := newHarness(t)
-	changelog := h.tt.NewQueueTracker(topology.TopicOccupancy)
+	changelog := h.tt.NewQueueTracker(geofence.TopicOccupancy)
 	hotKeys := h.tt.NewQueueTracker(topology.TopicHotKeys)
 	bound := occupancy.Limits{}.RecordBound()
 	counts := map[string]int64{}
@@ -487,7 +488,7 @@ func TestBigFenceThroughGroup(t *testing.T) {
 			break
 		}
 		d := v.(*kitpb.HotKey)
-		if decisions[key] || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets || key != topology.TopicOccupancy+"/"+d.Key || counts[d.Key] == 0 && h.occ(d.Key) == nil {
+		if decisions[key] || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets || key != geofence.TopicOccupancy+"/"+d.Key || counts[d.Key] == 0 && h.occ(d.Key) == nil {
 			t.Fatalf("hot-keys record %q: %v (again: %v)", key, d, decisions[key])
 		}
 		decisions[key] = true
@@ -510,19 +511,19 @@ func TestSplitFenceOnEmbeddedBroker(t *testing.T) {
 	}
 	const n, maxMembers = 1_000, 16
 	cl := embeddedtest.Cluster(t)
-	topo := topology.Geofence(topology.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := topo.Ensure(ctx, kadm.NewClient(embeddedtest.Client(t, cl))); err != nil {
 		t.Fatal(err)
 	}
 	startOccupancy(t, cl, topo, t.TempDir(), occupancy.WithMaxMembers(maxMembers))
-	view, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	view, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	grouptest.RunView(t, view)
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicTriggers))
 	lim := occupancy.Limits{MaxMembers: maxMembers}
 	settle := func(wantCount int64) {
 		t.Helper()
@@ -566,7 +567,7 @@ func TestSplitFenceOnEmbeddedBroker(t *testing.T) {
 	settle(0)
 	recs := embeddedtest.ConsumeUntil(t, cl, topology.TopicHotKeys, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
-			if string(r.Key) == topology.TopicOccupancy+"/depot" {
+			if string(r.Key) == geofence.TopicOccupancy+"/depot" {
 				return true
 			}
 		}
@@ -574,7 +575,7 @@ func TestSplitFenceOnEmbeddedBroker(t *testing.T) {
 	})
 	var d kitpb.HotKey
 	for _, r := range recs {
-		if string(r.Key) == topology.TopicOccupancy+"/depot" {
+		if string(r.Key) == geofence.TopicOccupancy+"/depot" {
 			if err := proto.Unmarshal(r.Value, &d); err != nil || !d.Salted || d.SaltBuckets != occupancy.SaltBuckets {
 				t.Fatalf("hot-keys decision %v %v", &d, err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
@@ -166,7 +167,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 		t.Skip("broker test")
 	}
 	cl := embeddedtest.Cluster(t)
-	topo := topology.Geofence(topology.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -180,7 +181,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	sc := genScenario(r, "", 48, 10, 14)
 	order := sc.withDuplicatesAndReplays(r, sc.pairOrder(r))
 	extras := uint64(len(order) - len(sc.all))
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicTriggers))
 
 	// Rule 12: records written before the group first joins are not skipped.
 	half := len(order) / 2
@@ -189,7 +190,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	proc := startOccupancy(t, cl, topo, stateDir)
 	produce(t, prod, order[half:])
 
-	view, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	view, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	}
 	var ends int64
 	for _, p := range rep.Partitions {
-		if p.Topic == topology.TopicTriggers {
+		if p.Topic == geofence.TopicTriggers {
 			ends += p.End
 		}
 	}
@@ -303,7 +304,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 // fence and sits on the partition the pinned partitioner names.
 func loopPartitions(t *testing.T, cl cluster.Config, want int) {
 	t.Helper()
-	c := embeddedtest.Client(t, cl, kgo.ConsumeTopics(topology.TopicOccupancyLoop), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	c := embeddedtest.Client(t, cl, kgo.ConsumeTopics(geofence.TopicOccupancyLoop), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	codec := codecs.For[geofencepb.Trigger]()

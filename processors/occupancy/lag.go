@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -60,7 +60,7 @@ type LagReport struct {
 func (r LagReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "group %s lag %d", r.Group, r.Total)
-	for _, topic := range []string{topology.TopicTriggers, topology.TopicOccupancyLoop} {
+	for _, topic := range []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop} {
 		fmt.Fprintf(&b, "; %s %d", topic, r.ByTopic[topic])
 		var parts []string
 		for _, p := range r.Partitions {
@@ -99,8 +99,8 @@ func admin(cl cluster.Config) (*kadm.Client, func(), error) {
 }
 
 func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
-	topics := []string{topology.TopicTriggers, topology.TopicOccupancyLoop}
-	rep := LagReport{Group: topology.GroupOccupancy, ByTopic: map[string]int64{}}
+	topics := []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop}
+	rep := LagReport{Group: geofence.GroupOccupancy, ByTopic: map[string]int64{}}
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err == nil {
 		err = ends.Error()
@@ -115,7 +115,7 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("occupancy lag: start offsets: %w", err)
 	}
-	committed, err := adm.FetchOffsets(ctx, topology.GroupOccupancy)
+	committed, err := adm.FetchOffsets(ctx, geofence.GroupOccupancy)
 	if err == nil {
 		err = committed.Error()
 	}
@@ -124,7 +124,7 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 		committed, err = kadm.OffsetResponses{}, nil
 	}
 	if err != nil {
-		return rep, fmt.Errorf("occupancy lag: committed offsets of group %s: %w", topology.GroupOccupancy, err)
+		return rep, fmt.Errorf("occupancy lag: committed offsets of group %s: %w", geofence.GroupOccupancy, err)
 	}
 	for _, topic := range topics {
 		if _, ok := ends[topic]; !ok {
@@ -175,7 +175,7 @@ func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration,
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("group", topology.GroupOccupancy)
+	log = log.With("group", geofence.GroupOccupancy)
 	adm, closeFn, err := admin(cl)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration,
 			log.Warn("measuring occupancy lag failed; retrying next interval", "err", err)
 		case err == nil:
 			rep.Export()
-			log.Debug("occupancy lag", "total", rep.Total, "fence_triggers", rep.ByTopic[topology.TopicTriggers], "loop", rep.ByTopic[topology.TopicOccupancyLoop])
+			log.Debug("occupancy lag", "total", rep.Total, "fence_triggers", rep.ByTopic[geofence.TopicTriggers], "loop", rep.ByTopic[geofence.TopicOccupancyLoop])
 		}
 		select {
 		case <-ctx.Done():

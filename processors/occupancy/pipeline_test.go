@@ -15,10 +15,10 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/occupancy"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
@@ -43,7 +43,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	truth := sim.Truth()
 
 	cl := embeddedtest.Cluster(t)
-	topo := topology.Geofence(topology.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	})
 	startOccupancy(t, cl, topo, t.TempDir())
 
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicPings))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicPings))
 	codec := codecs.For[geofencepb.Ping]()
 	pings := sim.Pings()
 	recs := make([]*kgo.Record, 0, len(pings))
@@ -88,7 +88,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	view, err := group.NewView[geofencepb.Occupancy](cl, topology.TopicOccupancy)
+	view, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}

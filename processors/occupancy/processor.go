@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -103,11 +104,11 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := topo.Boundary(topology.GroupOccupancy, topology.TopicTriggers, topology.TopicOccupancyLoop); !ok {
-		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, topology.TopicTriggers, topology.TopicOccupancyLoop)
+	if _, ok := topo.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop); !ok {
+		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
 	}
-	g := group.New[geofencepb.Occupancy](topo, topology.GroupOccupancy, cfg.log)
-	group.Stream(g, topology.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
+	g := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
+	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
 	hotKeys = group.Output[geofencepb.Occupancy, *geofencepb.Occupancy, kitpb.HotKey](g, topology.TopicHotKeys)
 	byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.limits) })
 	return g, nil
@@ -179,12 +180,12 @@ func handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 func recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
 	splits.Inc()
 	c.Logger().Info("occupancy record full: new devices go to salted parts", "members", len(occ.GetMembers()), "buckets", occ.GetSaltBuckets())
-	key := topology.TopicOccupancy + "/" + c.Key()
+	key := geofence.TopicOccupancy + "/" + c.Key()
 	if topology.ValidateKey(key, 0) != nil {
 		return // a fence id near the key limit: the record and the metric carry the decision
 	}
 	hotKeys.Emit(c, key, &kitpb.HotKey{
-		Topic: topology.TopicOccupancy, Key: c.Key(), Salted: true,
+		Topic: geofence.TopicOccupancy, Key: c.Key(), Salted: true,
 		SaltBuckets: occ.GetSaltBuckets(), DecidedAtMs: hlc.Wall(t.GetHlc()),
 	})
 }

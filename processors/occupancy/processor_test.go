@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
@@ -29,7 +30,7 @@ type harness struct {
 func newHarness(t *testing.T, opts ...occupancy.Opt) *harness {
 	t.Helper()
 	h := &harness{t: t, tt: tester.New(t)}
-	g, err := occupancy.New(topology.Geofence(), opts...)
+	g, err := occupancy.New(geofence.Topology(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func newHarness(t *testing.T, opts ...occupancy.Opt) *harness {
 			t.Errorf("processor: %v", err)
 		}
 	})
-	h.loop = h.tt.NewQueueTracker(topology.TopicOccupancyLoop)
+	h.loop = h.tt.NewQueueTracker(geofence.TopicOccupancyLoop)
 	h.dlq = h.tt.NewQueueTracker(topology.TopicDeadLetter)
 	return h
 }
@@ -55,12 +56,12 @@ func newHarness(t *testing.T, opts ...occupancy.Opt) *harness {
 func (h *harness) send(t *geofencepb.Trigger) { h.sendKeyed(t.DeviceId, t) }
 
 func (h *harness) sendKeyed(key string, t *geofencepb.Trigger) {
-	h.tt.Consume(topology.TopicTriggers, key, t)
+	h.tt.Consume(geofence.TopicTriggers, key, t)
 }
 
 func (h *harness) occ(fence string) *geofencepb.Occupancy {
 	h.t.Helper()
-	occ, err := group.StateOf[geofencepb.Occupancy](h.tt.TableValue(goka.GroupTable(topology.GroupOccupancy), fence))
+	occ, err := group.StateOf[geofencepb.Occupancy](h.tt.TableValue(goka.GroupTable(geofence.GroupOccupancy), fence))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: not dead-lettered", i)
 		}
-		if key != b.key || string(hdr[group.HeaderReason]) != group.ReasonInvalid || string(hdr[group.HeaderSourceTopic]) != topology.TopicTriggers {
+		if key != b.key || string(hdr[group.HeaderReason]) != group.ReasonInvalid || string(hdr[group.HeaderSourceTopic]) != geofence.TopicTriggers {
 			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
 		}
 		raw, _ := v.([]byte)
@@ -188,9 +189,9 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 // its fence, is dead-lettered, not applied to the wrong fence.
 func TestProcessorDeadLettersForeignLoopRecords(t *testing.T) {
 	h := newHarness(t)
-	h.tt.Consume(topology.TopicOccupancyLoop, "yard", trig("veh-1", "depot", enter, 10))
+	h.tt.Consume(geofence.TopicOccupancyLoop, "yard", trig("veh-1", "depot", enter, 10))
 	hdr, key, _, ok := h.dlq.NextWithHeaders()
-	if !ok || key != "yard" || string(hdr[group.HeaderSourceTopic]) != topology.TopicOccupancyLoop {
+	if !ok || key != "yard" || string(hdr[group.HeaderSourceTopic]) != geofence.TopicOccupancyLoop {
 		t.Fatalf("dead letter %v %q %q", ok, key, hdr)
 	}
 	if h.occ("yard") != nil || h.occ("depot") != nil {
@@ -210,15 +211,15 @@ func TestProcessorDevicesCap(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := occupancy.New(topology.Geofence(), occupancy.WithDevicesCap(0)); err == nil {
+	if _, err := occupancy.New(geofence.Topology(), occupancy.WithDevicesCap(0)); err == nil {
 		t.Error("a zero devices cap was accepted")
 	}
-	topo := topology.Geofence()
+	topo := geofence.Topology()
 	topo.Boundaries = nil
 	if _, err := occupancy.New(topo); err == nil {
 		t.Error("a topology without the declared boundary was accepted")
 	}
-	topo = topology.Geofence()
+	topo = geofence.Topology()
 	topo.Processors = topo.Processors[:1]
 	g, err := occupancy.New(topo)
 	if err == nil {

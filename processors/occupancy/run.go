@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -56,13 +57,13 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		rc.LagEvery = 10 * time.Second
 	}
 	if rc.Topology == nil {
-		rc.Topology = topology.Geofence()
+		rc.Topology = geofence.Topology()
 	}
 	cat, ready := rc.Catalogue, rc.CatalogueReady
 	var follower *fences.Follower
 	if cat == nil {
 		cat = fences.New()
-		follower = fences.NewFollower(cl, topology.TopicFences, cat, log.With("component", "fences"))
+		follower = fences.NewFollower(cl, geofence.TopicFences, cat, log.With("component", "fences"))
 		ready = follower.Ready()
 	}
 	g, err := New(rc.Topology, WithDevicesCap(lim.DevicesCap), WithHorizon(lim.Horizon), WithMaxMembers(lim.MaxMembers), WithLogger(log), WithCatalogue(cat))

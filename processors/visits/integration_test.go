@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
@@ -62,7 +63,7 @@ func startVisits(t *testing.T, cl cluster.Config, topo *topology.Topology, dir s
 // table) closes the hour after it, once stream time passes end + grace.
 func TestRestartInTheMiddle(t *testing.T) {
 	cl := embeddedtest.Cluster(t)
-	topo := topology.Geofence(topology.WithPartitions(4))
+	topo := geofence.Topology(geofence.WithPartitions(4))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := topo.Ensure(ctx, kadm.NewClient(embeddedtest.Client(t, cl))); err != nil {
@@ -70,7 +71,7 @@ func TestRestartInTheMiddle(t *testing.T) {
 	}
 	// Event time two days back: stream time never runs ahead of the wall clock.
 	t0 := time.Now().UTC().Truncate(time.Hour).Add(-48 * time.Hour)
-	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(topology.TopicTriggers))
+	prod := embeddedtest.Client(t, cl, kgo.DefaultProduceTopic(geofence.TopicTriggers))
 	codec := codecs.For[geofencepb.Trigger]()
 	send := func(device, fence string, typ geofencepb.TriggerType, at time.Duration) {
 		t.Helper()
@@ -83,7 +84,7 @@ func TestRestartInTheMiddle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	view, err := group.NewView[visitspb.FenceVisits](cl, topology.TopicVisitStatsTable)
+	view, err := group.NewView[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestRestartInTheMiddle(t *testing.T) {
 
 	startVisits(t, cl, topo, dir)
 	send("car-1", "depot", geofencepb.TriggerType_TRIGGER_TYPE_EXIT, 50*time.Minute)
-	recs := embeddedtest.ConsumeUntil(t, cl, topology.TopicVisits, func(r []*kgo.Record) bool { return len(r) >= 1 })
+	recs := embeddedtest.ConsumeUntil(t, cl, geofence.TopicVisits, func(r []*kgo.Record) bool { return len(r) >= 1 })
 	vis, err := codecs.For[visitspb.Visit]().Unmarshal(recs[0].Value)
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestRestartInTheMiddle(t *testing.T) {
 	}
 	waitHours("depot", "+0s e=2 v=1 final=true")
 	// Exactly one visit, whatever the restart redelivered.
-	recs = embeddedtest.ConsumeUntil(t, cl, topology.TopicVisits, func(r []*kgo.Record) bool { return len(r) >= 1 })
+	recs = embeddedtest.ConsumeUntil(t, cl, geofence.TopicVisits, func(r []*kgo.Record) bool { return len(r) >= 1 })
 	if len(recs) != 1 {
-		t.Fatalf("%d visits on %s, want 1", len(recs), topology.TopicVisits)
+		t.Fatalf("%d visits on %s, want 1", len(recs), geofence.TopicVisits)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -34,7 +35,7 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		rc.Log = slog.Default()
 	}
 	if rc.Topology == nil {
-		rc.Topology = topology.Geofence()
+		rc.Topology = geofence.Topology()
 	}
 	if rc.TimerEvery <= 0 {
 		rc.TimerEvery = 5 * time.Second

@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -70,9 +71,9 @@ var (
 
 // New defines both groups over topo's declarations.
 func New(topo *topology.Topology, log *slog.Logger) Groups {
-	v := group.New[visitspb.DeviceVisits](topo, topology.GroupVisits, log)
-	group.Stream(v, topology.TopicTriggers, pairTrigger, group.EventTime(triggerTime))
-	visitsOut = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, topology.TopicVisits)
+	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log)
+	group.Stream(v, geofence.TopicTriggers, pairTrigger, group.EventTime(triggerTime))
+	visitsOut = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, geofence.TopicVisits)
 	group.StateTTL(v, DeviceTTL)
 	return Groups{Visits: v, Stats: newStats(topo, log)}
 }
@@ -90,7 +91,7 @@ func pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 		st.Seen = &kitpb.SeenSet{}
 	}
 	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenDevice}).Seen(st.Seen, t.GetTriggerId(), triggerTime(t)) {
-		duplicates.WithLabelValues(topology.GroupVisits).Inc()
+		duplicates.WithLabelValues(geofence.GroupVisits).Inc()
 		return nil
 	}
 	if st.Open == nil {
@@ -124,7 +125,7 @@ type stats struct {
 }
 
 func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
-	g := group.New[visitspb.FenceVisits](topo, topology.GroupVisitStats, log)
+	g := group.New[visitspb.FenceVisits](topo, geofence.GroupVisitStats, log)
 	spec := group.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
 	s := &stats{
 		enters: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
@@ -140,8 +141,8 @@ func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.F
 			return st.Dwell
 		}, nil),
 	}
-	group.Stream(g, topology.TopicTriggers, loopEnter)
-	group.Stream(g, topology.TopicVisits, loopVisit)
+	group.Stream(g, geofence.TopicTriggers, loopEnter)
+	group.Stream(g, geofence.TopicVisits, loopVisit)
 	byFence = group.Loop(g, s.apply, group.EventTime(visitTime))
 	return g
 }
@@ -193,7 +194,7 @@ func (s *stats) apply(c *FenceContext, v *visitspb.Visit) error {
 		id = "E|" + v.GetVisitId()
 	}
 	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenFence}).Seen(st.Seen, id, visitTime(v)) {
-		duplicates.WithLabelValues(topology.GroupVisitStats).Inc()
+		duplicates.WithLabelValues(geofence.GroupVisitStats).Inc()
 		return nil
 	}
 	var err error

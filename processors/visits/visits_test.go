@@ -11,9 +11,9 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/visitspb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/visits"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -31,7 +31,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, tt: tester.New(t)}
-	gs := visits.New(topology.Geofence(), nil)
+	gs := visits.New(geofence.Topology(), nil)
 	wall := base.Add(72 * time.Hour) // ahead of every event: stream time comes from the data
 	opts := []group.Opt{group.Tester(h.tt), group.Clock(func() time.Time { return wall })}
 	var err error
@@ -52,14 +52,14 @@ func newHarness(t *testing.T) *harness {
 			}
 		})
 	}
-	h.out = h.tt.NewQueueTracker(topology.TopicVisits)
+	h.out = h.tt.NewQueueTracker(geofence.TopicVisits)
 	return h
 }
 
 // trigger sends a trigger of device for fence at base+at; the same id for
 // the same (device, fence, type, at), as the debouncer's replays do.
 func (h *harness) trigger(device, fence string, typ geofencepb.TriggerType, at time.Duration) {
-	h.tt.Consume(topology.TopicTriggers, device, &geofencepb.Trigger{
+	h.tt.Consume(geofence.TopicTriggers, device, &geofencepb.Trigger{
 		TriggerId: fmt.Sprintf("%s|%s|%d|%d", device, fence, typ, at.Milliseconds()),
 		DeviceId:  device, FenceId: fence, Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
 		EventTimeMs: base.Add(at).UnixMilli(),
@@ -105,7 +105,7 @@ func (h *harness) fire() {
 // hours renders a fence's hours as "HH:MM e=enters v=visits d=mean dwell final".
 func (h *harness) hours(fence string) string {
 	h.t.Helper()
-	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(topology.TopicVisitStatsTable, fence))
+	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(geofence.TopicVisitStatsTable, fence))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func (h *harness) hours(fence string) string {
 }
 
 func (h *harness) fenceState(fence string) *visitspb.FenceVisits {
-	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(topology.TopicVisitStatsTable, fence))
+	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(geofence.TopicVisitStatsTable, fence))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestDuplicatesCountOnce(t *testing.T) {
 	h.exit("car-1", "depot", 15*time.Minute)
 	vis := &visitspb.Visit{VisitId: fmt.Sprintf("car-1|depot|%d|%d", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, (5 * time.Minute).Milliseconds()),
 		DeviceId: "car-1", FenceId: "depot", EnteredMs: base.Add(5 * time.Minute).UnixMilli(), LeftMs: base.Add(15 * time.Minute).UnixMilli(), DurationMs: (10 * time.Minute).Milliseconds()}
-	h.tt.Consume(topology.TopicVisits, "car-1", vis) // the same visit again
+	h.tt.Consume(geofence.TopicVisits, "car-1", vis) // the same visit again
 	h.tt.Catchup()
 	if got := h.hours("depot"); got != "08:00 e=1 v=1 d=600s false" {
 		t.Fatalf("hours %s, want one ENTER and one visit", got)

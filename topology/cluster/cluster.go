@@ -148,6 +148,11 @@ func (c Config) Sarama() (*sarama.Config, error) {
 	// Shorter retries over the same 8 s window.
 	cfg.Consumer.Group.Rebalance.Retry.Backoff = 250 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.Retry.Max = 32
+	// A JoinGroup request waits at the broker until the rebalance completes,
+	// up to the rebalance timeout: sarama's 30 s read timeout below that made a
+	// slow rebalance end the processor with "i/o timeout" (seen in the chaos
+	// test, on members nobody had killed).
+	cfg.Net.ReadTimeout = cfg.Consumer.Group.Rebalance.Timeout + 10*time.Second
 	if c.ClientID != "" {
 		cfg.ClientID = c.ClientID
 	}

@@ -138,6 +138,11 @@ func TestSaramaOldestOffsetAndDefaults(t *testing.T) {
 	if sc.ClientID != "fencestream-test" {
 		t.Errorf("ClientID = %q", sc.ClientID)
 	}
+	// A JoinGroup blocks up to the rebalance timeout; a shorter read timeout
+	// ends a processor on a slow rebalance.
+	if sc.Net.ReadTimeout <= sc.Consumer.Group.Rebalance.Timeout {
+		t.Errorf("Net.ReadTimeout %s is not above Rebalance.Timeout %s", sc.Net.ReadTimeout, sc.Consumer.Group.Rebalance.Timeout)
+	}
 	if sc.Net.SASL.Enable || sc.Net.TLS.Enable {
 		t.Errorf("plaintext config enabled SASL=%v TLS=%v", sc.Net.SASL.Enable, sc.Net.TLS.Enable)
 	}

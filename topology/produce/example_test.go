@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -29,7 +30,7 @@ func ExampleNew() {
 	ctx := context.Background()
 
 	// Topics come from the declared topology, created (or checked) by Ensure.
-	g := topology.Geofence()
+	g := geofence.Topology()
 	kcl, _ := kgo.NewClient(kgo.SeedBrokers(broker.Addrs()...))
 	defer kcl.Close()
 	if err := g.Ensure(ctx, kadm.NewClient(kcl)); err != nil {
@@ -37,7 +38,7 @@ func ExampleNew() {
 		return
 	}
 
-	pings, err := produce.New[pb.Ping](cluster.Config{Brokers: broker.Addrs()}, g.MustTopic(topology.TopicPings))
+	pings, err := produce.New[pb.Ping](cluster.Config{Brokers: broker.Addrs()}, g.MustTopic(geofence.TopicPings))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -54,7 +55,7 @@ func ExampleNew() {
 	// Read it back: it is on the partition PartitionFor names, as a Java or
 	// franz-go producer would have put it.
 	consumer, _ := kgo.NewClient(kgo.SeedBrokers(broker.Addrs()...),
-		kgo.ConsumeTopics(topology.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeTopics(geofence.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer consumer.Close()
 	pollCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -29,11 +30,11 @@ import (
 // declares it, a topic written by a foreign (franz-go) producer, a topic
 // where hot keys may be salted, and the hot-keys record.
 func testTopology() *topology.Topology {
-	g := topology.Geofence()
+	g := geofence.Topology()
 	return &topology.Topology{
 		Name: "produce-test",
 		Topics: []topology.Topic{
-			g.MustTopic(topology.TopicPings),
+			g.MustTopic(geofence.TopicPings),
 			g.MustTopic(topology.TopicHotKeys),
 			{Name: "foreign-pings", Key: "device_id", Partitions: 24, Cleanup: topology.CleanupDelete},
 			{Name: "bursts", Key: "device_id", Value: "fencestream.v1.Ping", Partitions: 6, Cleanup: topology.CleanupDelete, Salting: true,
@@ -170,7 +171,7 @@ func TestKeysLandWherePartitionForSays(t *testing.T) {
 	e := start(t)
 	keys := randomKeys(2000)
 
-	p := newProducer(t, e, topology.TopicPings, produce.WithHotKeys(produce.HotKeyPolicy{}))
+	p := newProducer(t, e, geofence.TopicPings, produce.WithHotKeys(produce.HotKeyPolicy{}))
 	waits := make([]func() error, 0, len(keys))
 	for _, k := range keys {
 		wait, err := p.EmitAsync(k, &pb.Ping{DeviceId: k, Lat: 50, Lon: 30})
@@ -189,7 +190,7 @@ func TestKeysLandWherePartitionForSays(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, topic := range []string{topology.TopicPings, "foreign-pings"} {
+	for _, topic := range []string{geofence.TopicPings, "foreign-pings"} {
 		recs := consume(t, e, topic, len(keys))
 		seen := map[string]bool{}
 		used := map[int32]bool{}
@@ -200,7 +201,7 @@ func TestKeysLandWherePartitionForSays(t *testing.T) {
 			if want := topology.PartitionFor(k, 24); r.Partition != want {
 				t.Fatalf("%s: key %q on partition %d, PartitionFor says %d", topic, k, r.Partition, want)
 			}
-			if topic == topology.TopicPings {
+			if topic == geofence.TopicPings {
 				var ping pb.Ping
 				if err := proto.Unmarshal(r.Value, &ping); err != nil || ping.GetDeviceId() != k {
 					t.Fatalf("record of %q holds %v (%v)", k, &ping, err)
@@ -216,7 +217,7 @@ func TestKeysLandWherePartitionForSays(t *testing.T) {
 // (b) refused keys: typed errors, counted, and nothing on the topic.
 func TestRefusedKeysSendNothing(t *testing.T) {
 	e := start(t)
-	p := newProducer(t, e, topology.TopicPings)
+	p := newProducer(t, e, geofence.TopicPings)
 	cases := []struct {
 		key    string
 		want   error
@@ -227,7 +228,7 @@ func TestRefusedKeysSendNothing(t *testing.T) {
 		{strings.Repeat("d", 256), topology.ErrKeyTooLong, produce.ReasonTooLong},
 	}
 	for _, c := range cases {
-		labels := map[string]string{"topic": topology.TopicPings, "reason": c.reason}
+		labels := map[string]string{"topic": geofence.TopicPings, "reason": c.reason}
 		before := counter(t, "fencestream_producer_rejected_keys_total", labels)
 		check := func(how string, err error) {
 			t.Helper()
@@ -235,7 +236,7 @@ func TestRefusedKeysSendNothing(t *testing.T) {
 			if !errors.Is(err, c.want) || !errors.As(err, &ke) {
 				t.Fatalf("%s(%q) = %v, want a *KeyError wrapping %v", how, c.key, err, c.want)
 			}
-			if ke.Topic != topology.TopicPings || ke.Key != c.key || !strings.Contains(err.Error(), "for topic pings") {
+			if ke.Topic != geofence.TopicPings || ke.Key != c.key || !strings.Contains(err.Error(), "for topic pings") {
 				t.Fatalf("%s: KeyError %+v does not name the topic and key", how, ke)
 			}
 		}
@@ -254,16 +255,16 @@ func TestRefusedKeysSendNothing(t *testing.T) {
 		}
 	}
 	// A custom limit applies too.
-	short := newProducer(t, e, topology.TopicPings, produce.WithKeyLimit(8))
+	short := newProducer(t, e, geofence.TopicPings, produce.WithKeyLimit(8))
 	if err := short.Emit(ctx(t), "device-42", &pb.Ping{}); !errors.Is(err, topology.ErrKeyTooLong) {
 		t.Fatalf("9-byte key with limit 8: %v", err)
 	}
 
-	if n := endOffsets(t, e, topology.TopicPings); n != 0 {
+	if n := endOffsets(t, e, geofence.TopicPings); n != 0 {
 		t.Fatalf("pings holds %d records after only refused keys", n)
 	}
 	// The same producer still works, and only that one record arrives.
-	before := counter(t, "fencestream_producer_records_total", map[string]string{"topic": topology.TopicPings})
+	before := counter(t, "fencestream_producer_records_total", map[string]string{"topic": geofence.TopicPings})
 	if err := p.Emit(ctx(t), "dev-1", &pb.Ping{DeviceId: "dev-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,11 +274,11 @@ func TestRefusedKeysSendNothing(t *testing.T) {
 	if err := short.Close(); err != nil {
 		t.Fatal(err)
 	}
-	recs := consume(t, e, topology.TopicPings, 1)
+	recs := consume(t, e, geofence.TopicPings, 1)
 	if string(recs[0].Key) != "dev-1" {
 		t.Fatalf("record key %q", recs[0].Key)
 	}
-	if got := counter(t, "fencestream_producer_records_total", map[string]string{"topic": topology.TopicPings}) - before; got != 1 {
+	if got := counter(t, "fencestream_producer_records_total", map[string]string{"topic": geofence.TopicPings}) - before; got != 1 {
 		t.Fatalf("records_total rose by %v, want 1", got)
 	}
 	if err := p.Emit(ctx(t), "dev-1", &pb.Ping{}); !errors.Is(err, produce.ErrClosed) {
@@ -299,7 +300,7 @@ func TestHLCStampedAndIncreasing(t *testing.T) {
 		}
 		return time.UnixMilli(ms)
 	})
-	p := newProducer(t, e, topology.TopicPings, produce.WithClock(clock), produce.WithHotKeys(produce.HotKeyPolicy{}), produce.WithLinger(0))
+	p := newProducer(t, e, geofence.TopicPings, produce.WithClock(clock), produce.WithHotKeys(produce.HotKeyPolicy{}), produce.WithLinger(0))
 
 	// Sequentially: each stamp is above the previous; a preset value is
 	// overwritten (the producer is the stamping authority).
@@ -347,7 +348,7 @@ func TestHLCStampedAndIncreasing(t *testing.T) {
 	}
 
 	total := 50 + goroutines*each
-	recs := consume(t, e, topology.TopicPings, total)
+	recs := consume(t, e, geofence.TopicPings, total)
 	last := map[int32]uint64{}
 	seen := map[uint64]bool{}
 	for _, r := range recs { // in offset order within a partition
@@ -391,7 +392,7 @@ func TestNoHLCField(t *testing.T) {
 		t.Fatalf("got %v (%v)", &got, err)
 	}
 	// And a producer refuses a topic declared for another schema.
-	if _, err := produce.New[pb.Fence](e.cluster, e.top.MustTopic(topology.TopicPings)); err == nil || !strings.Contains(err.Error(), "carries fencestream.v1.Ping") {
+	if _, err := produce.New[pb.Fence](e.cluster, e.top.MustTopic(geofence.TopicPings)); err == nil || !strings.Contains(err.Error(), "carries fencestream.v1.Ping") {
 		t.Fatalf("Fence producer on pings: %v", err)
 	}
 }
@@ -418,10 +419,10 @@ func TestHotKeyReportedNotSaltedOnPings(t *testing.T) {
 	clk.ms.Store(1_700_000_000_000)
 	var mu sync.Mutex
 	var decisions []*kitpb.HotKey
-	p := newProducer(t, e, topology.TopicPings,
+	p := newProducer(t, e, geofence.TopicPings,
 		produce.WithHotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}),
 		produce.WithHotKeyRecorder(func(d *kitpb.HotKey) { mu.Lock(); decisions = append(decisions, d); mu.Unlock() }))
-	labels := map[string]string{"topic": topology.TopicPings, "decision": produce.DecisionReported}
+	labels := map[string]string{"topic": geofence.TopicPings, "decision": produce.DecisionReported}
 	before := counter(t, "fencestream_hot_keys_total", labels)
 
 	var waits []func() error
@@ -447,14 +448,14 @@ func TestHotKeyReportedNotSaltedOnPings(t *testing.T) {
 		t.Fatalf("%d decisions, want one per window: %v", len(got), got)
 	}
 	for _, d := range got {
-		if d.GetSalted() || d.GetKey() != "dev-hot" || d.GetTopic() != topology.TopicPings || d.GetRatePerS() <= 10 {
+		if d.GetSalted() || d.GetKey() != "dev-hot" || d.GetTopic() != geofence.TopicPings || d.GetRatePerS() <= 10 {
 			t.Fatalf("decision %v", d)
 		}
 	}
 	if n := counter(t, "fencestream_hot_keys_total", labels) - before; n != 2 {
 		t.Fatalf("hot_keys_total{decision=reported} rose by %v, want 2", n)
 	}
-	for _, r := range consume(t, e, topology.TopicPings, 65) {
+	for _, r := range consume(t, e, geofence.TopicPings, 65) {
 		if k := string(r.Key); k != "dev-hot" && k != "dev-cold" {
 			t.Fatalf("key %q on pings: a hot key was salted", k)
 		}
@@ -526,7 +527,7 @@ func TestHotKeySaltedWhereAllowed(t *testing.T) {
 // Emit honours its context: a cancelled context sends nothing.
 func TestEmitCancelledContext(t *testing.T) {
 	e := start(t)
-	p := newProducer(t, e, topology.TopicPings)
+	p := newProducer(t, e, geofence.TopicPings)
 	c, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := p.Emit(c, "dev-1", &pb.Ping{}); !errors.Is(err, context.Canceled) {
@@ -535,7 +536,7 @@ func TestEmitCancelledContext(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := endOffsets(t, e, topology.TopicPings); n != 0 {
+	if n := endOffsets(t, e, geofence.TopicPings); n != 0 {
 		t.Fatalf("%d records sent with a cancelled context", n)
 	}
 }
@@ -544,11 +545,11 @@ func TestEmitCancelledContext(t *testing.T) {
 // disagrees with the broker would hash every key modulo the wrong number.
 func TestRefusesTopicWithOtherPartitionCount(t *testing.T) {
 	e := start(t)
-	wrong := e.top.MustTopic(topology.TopicPings)
+	wrong := e.top.MustTopic(geofence.TopicPings)
 	wrong.Partitions = 6
 	_, err := produce.New[pb.Ping](e.cluster, wrong)
 	var mm *topology.MismatchError
-	if !errors.As(err, &mm) || mm.Topic != topology.TopicPings || mm.Declared != "6" || mm.Actual != "24" {
+	if !errors.As(err, &mm) || mm.Topic != geofence.TopicPings || mm.Declared != "6" || mm.Actual != "24" {
 		t.Fatalf("New with 6 declared partitions on a 24-partition topic: %v", err)
 	}
 	missing := wrong

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
@@ -65,7 +66,7 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 // Topology is the geofencing topology with the flagged partition count,
 // extended by every processor registered in the binary.
 func (p *ProcessorFlags) Topology() (*topology.Topology, error) {
-	return topology.Compose(topology.Geofence(topology.WithPartitions(int32(p.Partitions))))
+	return topology.Compose(geofence.Topology(geofence.WithPartitions(int32(p.Partitions))))
 }
 
 // GroupOpts are the group options the flags choose.

@@ -1,15 +1,15 @@
-package topology
+package geofence
+
+import "github.com/fencestream/fencestream/topology"
 
 // Topic and group names of the geofencing pipeline. Table and loop names follow
 // Goka's "<group>-table" / "<group>-loop" convention.
 const (
-	TopicPings      = "pings"
-	TopicFences     = "fences"
-	TopicTriggers   = "fence-triggers"
-	TopicDeadLetter = "deadletter"
-	TopicHotKeys    = "hot-keys"
-	GroupDebouncer  = "debouncer"
-	TopicDebouncer  = GroupDebouncer + "-table"
+	TopicPings     = "pings"
+	TopicFences    = "fences"
+	TopicTriggers  = "fence-triggers"
+	GroupDebouncer = "debouncer"
+	TopicDebouncer = GroupDebouncer + "-table"
 	// TopicDebouncerTimers carries the kit's timer ticks of the debouncer
 	// (device silence timeouts).
 	TopicDebouncerTimers = GroupDebouncer + "-timers"
@@ -18,84 +18,84 @@ const (
 	TopicOccupancy       = GroupOccupancy + "-table"
 )
 
-// GeofenceOpt changes the declared geofencing topology.
-type GeofenceOpt func(*geofenceConfig)
+// Opt changes the declared geofencing topology.
+type Opt func(*config)
 
-type geofenceConfig struct{ partitions int32 }
+type config struct{ partitions int32 }
 
 // WithPartitions sets the partition count of every keyed topic (default 24).
 // The choice is permanent for a cluster: Ensure refuses a broker that differs.
-func WithPartitions(n int32) GeofenceOpt { return func(c *geofenceConfig) { c.partitions = n } }
+func WithPartitions(n int32) Opt { return func(c *config) { c.partitions = n } }
 
-// Geofence declares the fencestream pipeline: pings keyed by device into the
+// Topology declares the fencestream pipeline: pings keyed by device into the
 // debouncer, triggers keyed by device, and the occupancy processor re-keying them
 // by fence across a declared ordering boundary.
-func Geofence(opts ...GeofenceOpt) *Topology {
-	cfg := geofenceConfig{partitions: DefaultPartitions}
+func Topology(opts ...Opt) *topology.Topology {
+	cfg := config{partitions: topology.DefaultPartitions}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	n := cfg.partitions
-	t := &Topology{
+	t := &topology.Topology{
 		Name:            "geofence",
 		KeyedPartitions: n,
-		Topics: []Topic{
-			{Name: TopicPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: n, Cleanup: CleanupDelete,
+		Topics: []topology.Topic{
+			{Name: TopicPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: n, Cleanup: topology.CleanupDelete,
 				Doc: "GPS pings; per-device order is required, so hot devices are reported, never salted"},
 			// One partition: the catalogue has one total order, so its version is one number.
-			{Name: TopicFences, Key: "fence_id", Value: "fencestream.v1.Fence", Partitions: 1, Cleanup: CleanupCompact,
+			{Name: TopicFences, Key: "fence_id", Value: "fencestream.v1.Fence", Partitions: 1, Cleanup: topology.CleanupCompact,
 				Doc: "fence catalogue; tombstone deletes; read whole by every debouncer"},
-			{Name: TopicTriggers, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: CleanupDelete,
+			{Name: TopicTriggers, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: topology.CleanupDelete,
 				Doc: "debounced ENTER/EXIT/DWELL per device, in device order"},
-			{Name: TopicDebouncer, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: n, Cleanup: CleanupCompact,
+			{Name: TopicDebouncer, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: n, Cleanup: topology.CleanupCompact,
 				Doc: "debounce state per device, co-located with the device's pings partition"},
-			TimersTopic(GroupDebouncer, "device_id", n),
+			topology.TimersTopic(GroupDebouncer, "device_id", n),
 			// Salting: a fence too big for one bounded record is spread over
 			// fence_id#n parts (decided per record, recorded in hot-keys); its
 			// count needs no order across devices.
-			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: CleanupDelete, Salting: true,
+			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: topology.CleanupDelete, Salting: true,
 				Doc: "triggers re-keyed by fence: the fence-ordered stream"},
-			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: CleanupCompact, Salting: true,
+			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: topology.CleanupCompact, Salting: true,
 				Doc: "occupancy per fence; a split fence's parts under fence_id#n"},
-			{Name: TopicDeadLetter, Key: KeyOriginal, Value: "raw bytes + reason header", Partitions: n, Cleanup: CleanupDelete,
+			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw bytes + reason header", Partitions: n, Cleanup: topology.CleanupDelete,
 				Doc: "records that could not be processed, with the reason"},
-			{Name: TopicHotKeys, Key: "topic/key", Value: "fencestream.kit.v1.HotKey", Partitions: 1, Cleanup: CleanupCompact,
+			{Name: topology.TopicHotKeys, Key: "topic/key", Value: "fencestream.kit.v1.HotKey", Partitions: 1, Cleanup: topology.CleanupCompact,
 				Doc: "producers' hot-key decisions: which keys were salted (order lost) or reported"},
 		},
-		Processors: []Processor{
+		Processors: []topology.Processor{
 			{
 				Group:     GroupDebouncer,
 				Streams:   []string{TopicPings},
 				Broadcast: []string{TopicFences},
-				Emits:     []string{TopicTriggers, TopicDeadLetter},
+				Emits:     []string{TopicTriggers, topology.TopicDeadLetter},
 				Table:     TopicDebouncer,
 				Timers:    TopicDebouncerTimers,
-				Flows: []Flow{
+				Flows: []topology.Flow{
 					{From: TopicPings, To: TopicDebouncer},
 					{From: TopicPings, To: TopicTriggers},
-					{From: TopicPings, To: TopicDeadLetter},
+					{From: TopicPings, To: topology.TopicDeadLetter},
 					{From: TopicDebouncerTimers, To: TopicDebouncer},
 					{From: TopicDebouncerTimers, To: TopicTriggers},
-					{From: TopicDebouncerTimers, To: TopicDeadLetter},
+					{From: TopicDebouncerTimers, To: topology.TopicDeadLetter},
 				},
 				Doc: "debounces pings into triggers; state per device",
 			},
 			{
 				Group:   GroupOccupancy,
 				Streams: []string{TopicTriggers},
-				Emits:   []string{TopicDeadLetter, TopicHotKeys}, // hot-keys: split decisions, metadata about a key (no flow of records)
+				Emits:   []string{topology.TopicDeadLetter, topology.TopicHotKeys}, // hot-keys: split decisions, metadata about a key (no flow of records)
 				Loop:    TopicOccupancyLoop,
 				Table:   TopicOccupancy,
-				Flows: []Flow{
+				Flows: []topology.Flow{
 					{From: TopicTriggers, To: TopicOccupancyLoop},
 					{From: TopicOccupancyLoop, To: TopicOccupancy},
 					{From: TopicOccupancyLoop, To: TopicOccupancyLoop}, // to a split fence's part
-					{From: TopicTriggers, To: TopicDeadLetter},
+					{From: TopicTriggers, To: topology.TopicDeadLetter},
 				},
 				Doc: "counts devices per fence from triggers re-keyed by fence",
 			},
 		},
-		Boundaries: []Boundary{{
+		Boundaries: []topology.Boundary{{
 			Processor: GroupOccupancy,
 			From:      TopicTriggers,
 			To:        TopicOccupancyLoop,

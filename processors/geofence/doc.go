@@ -1,0 +1,10 @@
+// Package geofence declares the geofencing application's topology on the
+// kit's topology package: its topics (pings, fences, fence-triggers, the
+// processors' tables, loops and timers), its processors (debouncer, occupancy,
+// visits, visit-stats) and the ordering boundaries where a flow re-keys by
+// fence.
+//
+// Invariant: Topology validates; every binary of the application starts from
+// it (topology.Compose adds registered processors) and checks the broker
+// against it.
+package geofence
