@@ -150,8 +150,8 @@ func TestChaos(t *testing.T) {
 	}
 	defer kc.Close()
 	groups := []*procGroup{
-		{name: topology.GroupDebouncer, procs: procs[:debouncers], inputs: int(topology.DefaultPartitions), adm: adm},
-		{name: topology.GroupOccupancy, procs: procs[debouncers:], inputs: 2 * int(topology.DefaultPartitions), adm: adm},
+		{name: topology.GroupDebouncer, procs: procs[:debouncers], adm: adm},
+		{name: topology.GroupOccupancy, procs: procs[debouncers:], adm: adm},
 	}
 	for _, g := range groups {
 		for _, p := range g.procs {
