@@ -150,8 +150,8 @@ func TestChaos(t *testing.T) {
 	}
 	defer kc.Close()
 	groups := []*procGroup{
-		{name: geofence.GroupDebouncer, procs: procs[:debouncers], inputs: inputPartitions(geofence.GroupDebouncer), adm: adm},
-		{name: geofence.GroupOccupancy, procs: procs[debouncers:], inputs: inputPartitions(geofence.GroupOccupancy), adm: adm},
+		{name: geofence.GroupDebouncer, procs: procs[:debouncers], adm: adm},
+		{name: geofence.GroupOccupancy, procs: procs[debouncers:], adm: adm},
 	}
 	for _, g := range groups {
 		for _, p := range g.procs {
@@ -357,18 +357,4 @@ func produceFleet(ctx context.Context, cl cluster.Config, sim *fleet.Sim, sent *
 	werr := <-errc
 	cerr := prod.Close()
 	return errors.Join(err, emitErr, werr, cerr)
-}
-
-// inputPartitions is how many partitions a group's members consume between
-// them: its streams, its loop and its timers topic, as the topology declares.
-func inputPartitions(group string) int {
-	topo := geofence.Topology()
-	p, _ := topo.Processor(group)
-	n := 0
-	for _, name := range append(append([]string{}, p.Streams...), p.Loop, p.Timers) {
-		if tp, ok := topo.Topic(name); ok {
-			n += int(tp.Partitions)
-		}
-	}
-	return n
 }

@@ -23,10 +23,9 @@ import (
 // delivered), so it stays in the group for good, holding partitions nobody
 // consumes, until a rebalance times out around it.
 type procGroup struct {
-	name   string
-	procs  []*proc
-	inputs int // partitions its members must cover between them
-	adm    *kadm.Client
+	name  string
+	procs []*proc
+	adm   *kadm.Client
 
 	mu     sync.Mutex
 	before map[string]bool // members before the last restart; nil once settled
@@ -64,7 +63,7 @@ func (g *procGroup) settled(ctx context.Context) (bool, string) {
 	for id := range members(d) {
 		fresh = fresh || !g.before[id]
 	}
-	if g.stable(d) && fresh {
+	if g.stable(ctx, d) && fresh {
 		g.before = nil
 		return true, summary(d)
 	}
@@ -72,23 +71,37 @@ func (g *procGroup) settled(ctx context.Context) (bool, string) {
 }
 
 // stable says whether the group is Stable with one member per process, every
-// member consuming and every input partition assigned: each process is up and
-// processing (dead members of killed processes have been dropped).
-func (g *procGroup) stable(d kadm.DescribedGroup) bool {
+// member consuming and every partition of every topic its members subscribe
+// to assigned: each process is up and processing (dead members of killed
+// processes have been dropped).
+func (g *procGroup) stable(ctx context.Context, d kadm.DescribedGroup) bool {
 	if d.Err != nil || d.State != "Stable" || len(d.Members) != len(g.procs) {
 		return false
 	}
+	var topics []string
 	for _, m := range d.Members {
 		c, ok := m.Assigned.AsConsumer()
 		if !ok || len(c.Topics) == 0 {
 			return false
 		}
+		if j, ok := m.Join.AsConsumer(); ok {
+			topics = append(topics, j.Topics...)
+		}
 	}
-	n := 0
-	for _, ps := range d.AssignedPartitions() {
-		n += len(ps)
+	if len(topics) == 0 {
+		return false
 	}
-	return n == g.inputs
+	details, err := g.adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return false
+	}
+	assigned := d.AssignedPartitions()
+	for _, td := range details {
+		if td.Err != nil || len(assigned[td.Topic]) != len(td.Partitions) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *procGroup) describe(ctx context.Context) (kadm.DescribedGroup, error) {
