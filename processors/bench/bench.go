@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -187,7 +188,7 @@ type env struct {
 	encoded [][]byte
 	log     *slog.Logger
 	dirs    string
-	step    int
+	step    atomic.Int32 // stages start processors concurrently
 }
 
 func (e *env) progress(format string, args ...any) {

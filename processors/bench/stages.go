@@ -94,8 +94,7 @@ func waitCount(ctx context.Context, errc <-chan error, want int, count func() in
 }
 
 func (e *env) stateDir(name string) string {
-	e.step++
-	return filepath.Join(e.dirs, fmt.Sprintf("%02d-%s", e.step, name))
+	return filepath.Join(e.dirs, fmt.Sprintf("%02d-%s", e.step.Add(1), name))
 }
 
 func (e *env) groupOpts() []group.Opt {

@@ -148,6 +148,10 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 	return out
 }
 
+// shutdownVisitGrace bounds how long a stopping processor waits for a look
+// for due timers to finish before aborting it.
+const shutdownVisitGrace = 5 * time.Second
+
 // Processed counts the records of input topic this instance has processed
 // since it started, and the last offset it processed per partition.
 func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
@@ -254,14 +258,38 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
+	gokaCtx := ctx
 	if p.timers != nil && p.timers.auto {
-		dctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); p.driveTimers(dctx) }()
-		defer func() { stop(); <-done }()
+		// Shut down in order: the timer driver first, letting a look in
+		// progress finish, then Goka. A visit Goka aborts (context ended,
+		// partitions stopping) returns before its in-flight visits count
+		// themselves, a data race inside Goka (Processor.VisitAllWithStats
+		// reads the count they still add to).
+		var cancelGoka context.CancelFunc
+		gokaCtx, cancelGoka = context.WithCancel(context.Background())
+		defer cancelGoka()
+		visitCtx, cancelVisits := context.WithCancel(context.Background())
+		defer cancelVisits()
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); p.driveTimers(stop, visitCtx) }()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-gokaCtx.Done(): // Goka stopped by itself
+			}
+			close(stop)
+			select {
+			case <-done:
+			case <-time.After(shutdownVisitGrace): // a look stuck on a partition that will not run
+				cancelVisits()
+				<-done
+			}
+			cancelGoka()
+		}()
+		defer func() { cancelGoka(); <-done }()
 	}
-	err := p.p.Run(ctx)
-	if err != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(err, context.Canceled) {
+	err := p.p.Run(gokaCtx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	if err != nil && strings.Contains(err.Error(), "our cache has one") {

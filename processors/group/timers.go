@@ -357,19 +357,19 @@ func (p *Processor) FireTimers(ctx context.Context) error {
 	return nil
 }
 
-// driveTimers calls FireTimers every interval once the processor is ready.
-func (p *Processor) driveTimers(ctx context.Context) {
-	if err := p.WaitForReadyContext(ctx); err != nil {
-		return
-	}
+// driveTimers calls FireTimers every interval until stop is closed. It does not
+// wait for Goka's WaitForReady, which can hang after a start-up rebalance: a
+// look at partitions still recovering simply waits for them. A look in
+// progress runs with visitCtx, which outlives stop (see Processor.Run).
+func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-t.C:
-			if err := p.FireTimers(ctx); err != nil && ctx.Err() == nil {
+			if err := p.FireTimers(visitCtx); err != nil && visitCtx.Err() == nil {
 				p.log.Warn("looking for due timers failed; retrying next interval", "err", err)
 			}
 		}
