@@ -271,12 +271,23 @@ func (m *fuzzModel) check(t *testing.T, st *geofencepb.DeviceState, p *geofencep
 		cfg := debounce.Resolved(defaults, &f)
 		switch tr.Type {
 		case geofencepb.TriggerType_TRIGGER_TYPE_ENTER:
-			if m.inside[tr.FenceId] || !(d >= 0 && d >= p.GetAccuracyM()) {
+			// The confirming fix is evidence for inside: its whole accuracy
+			// circle under the strict rule; under sprt, its own evidence
+			// (which pushed the sum over the threshold) is positive.
+			need := p.GetAccuracyM()
+			if cfg.Detector == debounce.DetectorSPRT {
+				need = 0
+			}
+			if m.inside[tr.FenceId] || !(d >= 0 && d >= need) {
 				t.Fatalf("ENTER %s at %v m (accuracy %v) while the history says inside=%v", tr.FenceId, d, p.GetAccuracyM(), m.inside[tr.FenceId])
 			}
 			m.inside[tr.FenceId], m.dwelled[tr.FenceId] = true, false
 		case geofencepb.TriggerType_TRIGGER_TYPE_EXIT:
-			if !m.inside[tr.FenceId] || !(-d >= max(cfg.Hysteresis, p.GetAccuracyM())) {
+			need := max(cfg.Hysteresis, p.GetAccuracyM())
+			if cfg.Detector == debounce.DetectorSPRT {
+				need = cfg.Hysteresis // evidence is measured against the edge moved out by it
+			}
+			if !m.inside[tr.FenceId] || !(-d >= need) {
 				t.Fatalf("EXIT %s at %v m (hysteresis %v, accuracy %v) while the history says inside=%v", tr.FenceId, d, cfg.Hysteresis, p.GetAccuracyM(), m.inside[tr.FenceId])
 			}
 			m.inside[tr.FenceId] = false
