@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/processors/debounce"
 )
 

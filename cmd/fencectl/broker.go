@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 

@@ -13,7 +13,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/cmd/daemon"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencestream/fencestream/cmd/internal/daemon"
+	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/occupancy"
 )
