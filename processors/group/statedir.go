@@ -1,0 +1,75 @@
+package group
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ErrStateMismatch is wrapped when local state belongs to another cluster.
+var ErrStateMismatch = errors.New("local state does not belong to this broker")
+
+type stateMarker struct {
+	ClusterID string `json:"cluster_id"`
+	Created   string `json:"created"`
+}
+
+const markerFile = "fencestream-state.json"
+
+// CheckStateDir reports whether the state a group keeps in dir was built
+// from cluster clusterID, without claiming the directory: nil when dir holds
+// no marker yet (the group claims it when it starts), an ErrStateMismatch
+// naming both clusters otherwise. A binary can refuse mismatched state before
+// it announces anything.
+func CheckStateDir(dir, clusterID string) error {
+	path := filepath.Join(dir, markerFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	var m stateMarker
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+	}
+	if m.ClusterID != clusterID {
+		return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q", ErrStateMismatch, dir, m.ClusterID, clusterID)
+	}
+	return nil
+}
+
+// claimStateDir records which cluster the state in dir belongs to, and refuses a
+// directory built from another cluster: Goka would otherwise fail later with a
+// cryptic offset error, or silently mix two clusters' state.
+func claimStateDir(dir, clusterID string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(dir, markerFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var m stateMarker
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+		}
+		if m.ClusterID != clusterID {
+			return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q; delete %s (state is rebuilt from the changelog topics) or point --state-dir elsewhere", ErrStateMismatch, dir, m.ClusterID, clusterID, dir)
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		entries, _ := os.ReadDir(dir)
+		if len(entries) > 0 {
+			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", ErrStateMismatch, dir)
+		}
+		m, _ := json.Marshal(stateMarker{ClusterID: clusterID, Created: time.Now().UTC().Format(time.RFC3339)})
+		return os.WriteFile(path, m, 0o644)
+	default:
+		return fmt.Errorf("state directory: %w", err)
+	}
+}
