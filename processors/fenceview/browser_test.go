@@ -245,11 +245,11 @@ func checkPage(t *testing.T, ctx context.Context, f *fixture, page *page, b *bro
 		own: [...document.querySelectorAll('#settings [data-own="true"]')].map((e) => e.dataset.setting),
 		triggers: [...document.querySelectorAll('#fence-triggers [data-trigger-id]')].map((li) => li.dataset.triggerId),
 	})`, &d, func() bool {
-		return strings.Join(d.Inside, ",") == "d1,d2,d3" && len(d.Settings) == 5 && len(d.Triggers) == 1
+		return strings.Join(d.Inside, ",") == "d1,d2,d3" && len(d.Settings) == 6 && len(d.Triggers) == 1
 	})
 	// The demo's park-tiergarten sets only its hysteresis (40 m); the rest
 	// are the debouncer's defaults.
-	wantSettings := map[string]string{"min_samples": "3", "min_dwell_s": "10 s", "hysteresis_m": "40 m", "loiter_s": "5 min", "silence_timeout_s": "10 min"}
+	wantSettings := map[string]string{"detector": "sprt", "min_samples": "3", "min_dwell_s": "10 s", "hysteresis_m": "40 m", "loiter_s": "5 min", "silence_timeout_s": "10 min"}
 	for k, v := range wantSettings {
 		if d.Settings[k] != v {
 			t.Errorf("setting %s shown as %q, want %q", k, d.Settings[k], v)

@@ -621,7 +621,7 @@ func TestFenceSettingsAndPageConfig(t *testing.T) {
 	f.get(t, "/v1/fences/airport-ber", &d)
 	// The demo's airport sets min_samples 3, min_dwell_s 60, hysteresis_m
 	// 100 and loiter_s 1800; its silence timeout is the default.
-	want := fenceview.SettingsJSON{MinSamples: 3, MinDwellS: 60, HysteresisM: 100, LoiterS: 1800, SilenceTimeoutS: 600,
+	want := fenceview.SettingsJSON{MinSamples: 3, MinDwellS: 60, HysteresisM: 100, LoiterS: 1800, SilenceTimeoutS: 600, Detector: string(debounce.DetectorSPRT),
 		Own: []string{"min_samples", "min_dwell_s", "hysteresis_m", "loiter_s"}}
 	if d.Settings == nil || fmt.Sprint(*d.Settings) != fmt.Sprint(want) {
 		t.Fatalf("airport-ber settings %+v, want %+v", d.Settings, want)

@@ -217,6 +217,7 @@
       dd.append(el("small", {}, own.has(key) ? " (fence)" : " (default)"));
       dl.append(el("dt", {}, label), dd);
     };
+    if (st.detector) row("detector", "detector", st.detector);
     row("min_samples", "min samples", String(st.min_samples));
     row("min_dwell_s", "min dwell", fmtSeconds(st.min_dwell_s));
     row("hysteresis_m", "exit hysteresis", st.hysteresis_m + " m");
