@@ -1,5 +1,5 @@
-# Builds every fencestream binary (debouncer, occupancy, fenceview, fencectl,
-# fencestream) into one small image; docker-compose.yml runs them against Kafka.
+# Builds every fencestream binary (debouncer, occupancy, visits, fenceview,
+# fencectl, fencestream) into one small image; docker-compose.yml runs them against Kafka.
 #
 #   docker build -t fencestream:local .
 
@@ -22,6 +22,6 @@ RUN apt-get update \
 COPY --from=build /out/ /usr/local/bin/
 USER fencestream
 WORKDIR /var/lib/fencestream
-# Goka's LevelDB state lives here; give each processor replica its own volume.
+# The processors' local state (Pebble by default) lives here; give each processor replica its own volume.
 VOLUME /var/lib/fencestream/state
 CMD ["fencectl", "--help"]
