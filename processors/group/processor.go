@@ -101,6 +101,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
 	// Goka's default would drop it silently.
 	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
+	guard := &visitGuard{}
 	if cfg.tester != nil {
 		popts = append(popts, goka.WithTester(cfg.tester))
 	} else {
@@ -117,6 +118,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
+		// Replaces SaramaOptions' builder: the same sessions, and rebalances
+		// wait for the timer driver's look in progress.
+		popts = append(popts, goka.WithConsumerGroupBuilder(consumerGroupBuilder(sc, guard)))
 		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))))
 		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log))
 		if err != nil {
@@ -142,7 +146,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	proc := &Processor{p: p, name: g.name, log: g.log}
 	if g.timers {
-		proc.timers = &timerDriver{every: cfg.timerEvery, now: cfg.now, pending: g.pending, auto: cfg.tester == nil}
+		proc.timers = &timerDriver{every: cfg.timerEvery, now: cfg.now, pending: g.pending, auto: cfg.tester == nil, guard: guard}
 	}
 	return proc, nil
 }

@@ -339,6 +339,7 @@ type timerDriver struct {
 	now     func() time.Time
 	pending *pendingTicks
 	auto    bool // run by itself (not under Tester, where tests call FireTimers)
+	guard   *visitGuard
 }
 
 // FireTimers looks once at every key of the partitions this instance owns and
@@ -357,10 +358,11 @@ func (p *Processor) FireTimers(ctx context.Context) error {
 	return nil
 }
 
-// driveTimers calls FireTimers every interval until stop is closed. It does not
-// wait for Goka's WaitForReady, which can hang after a start-up rebalance: a
-// look at partitions still recovering simply waits for them. A look in
-// progress runs with visitCtx, which outlives stop (see Processor.Run).
+// driveTimers calls FireTimers every interval until stop is closed, skipping
+// ticks while the processor is not running all its partitions or a rebalance
+// is under way. It does not block on Goka's WaitForReady, which can hang after
+// a start-up rebalance. A look in progress runs with visitCtx, which outlives
+// stop (see Processor.Run).
 func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
@@ -369,7 +371,15 @@ func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) 
 		case <-stop:
 			return
 		case <-t.C:
-			if err := p.FireTimers(visitCtx); err != nil && visitCtx.Err() == nil {
+			// Only while every partition runs: a look at partitions still
+			// recovering would wait on them, and a rebalance meanwhile would
+			// abort it (see visitGuard).
+			if !p.p.Recovered() || !p.timers.guard.enter() {
+				continue // look at the next tick
+			}
+			err := p.FireTimers(visitCtx)
+			p.timers.guard.leave()
+			if err != nil && visitCtx.Err() == nil {
 				p.log.Warn("looking for due timers failed; retrying next interval", "err", err)
 			}
 		}
