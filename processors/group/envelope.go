@@ -151,18 +151,21 @@ func advance(env *kitpb.Envelope, topic string, partition int32, offset int64, s
 		env.Cursors = append(env.Cursors, c)
 	} else {
 		if seq > c.Seq {
+			// Shift the window in place (this runs for every input): drop the
+			// oldest when full, move the rest one on, put the previous head first.
 			d := seq - c.Seq
-			recent := make([]uint64, 0, min(len(c.Recent)+1, window-1))
-			if window > 1 {
-				recent = append(recent, d)
+			n := min(len(c.Recent)+1, window-1)
+			if n > len(c.Recent) {
+				c.Recent = append(c.Recent, 0)
 			}
-			for _, r := range c.Recent {
-				if len(recent) >= window-1 {
-					break
-				}
-				recent = append(recent, r+d)
+			c.Recent = c.Recent[:max(n, 0)]
+			for i := len(c.Recent) - 1; i > 0; i-- {
+				c.Recent[i] = c.Recent[i-1] + d
 			}
-			c.Recent, c.Seq = recent, seq
+			if len(c.Recent) > 0 {
+				c.Recent[0] = d
+			}
+			c.Seq = seq
 		}
 		c.Offset = max(c.Offset, offset)
 	}
