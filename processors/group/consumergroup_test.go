@@ -38,7 +38,7 @@ const (
 // echoGroup counts pings per key and emits one trigger per ping, so a record on
 // gt-out for a key proves its partition is being processed.
 func echoGroup() *grp {
-	return validGroup(testTopology(rebalanceParts), func(c *ctxT, p *geofencepb.Ping) error {
+	return validGroupOut(testTopology(rebalanceParts), func(out outT, c *ctxT, p *geofencepb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &state{DeviceId: c.Key()}

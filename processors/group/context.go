@@ -53,6 +53,8 @@ type Context[S any, PS codecs.Message[S]] struct {
 	tick        *kitpb.Tick // the tick being handled, in timer handlers
 	timersDirty bool        // SetTimer or CancelTimer changed the envelope's timers
 	purge       bool        // remove the key's whole table value (state TTL)
+
+	refused error // the first misused handle (handles.go)
 }
 
 // Key is the record key (the partition key of the input).

@@ -33,6 +33,9 @@ type Group[S any, PS codecs.Message[S]] struct {
 	loop       bool
 	loopTopic  string
 	err        error
+	// id is what the handles the group hands out carry: a handle whose id is
+	// not the handler's group is refused (handles.go).
+	id *handleOwner
 	// Timers (timers.go): whether the timer edges are in, the handlers, the
 	// partitions' stream time and the ticks in flight.
 	timers    bool
@@ -61,7 +64,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		clock: newStreamClock(), pending: &pendingTicks{},
+		clock: newStreamClock(), pending: &pendingTicks{}, id: &handleOwner{group: name},
 		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
 	decl, ok := topo.Processor(name)
 	if !ok {
@@ -121,19 +124,24 @@ func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) LoopOut[M, PM] {
 	g.loop = true
 	g.edges = append(g.edges, goka.Loop(codecs.For[M, PM](), wrap(g, handle, opts)))
-	return LoopOut[M, PM]{}
+	return LoopOut[M, PM]{owner: g.id}
 }
 
 // Out is a declared output whose records are *M: its Emit accepts nothing
-// else, so emitting the wrong message type does not compile.
-type Out[M any, PM codecs.Message[M]] struct{ topic string }
+// else, so emitting the wrong message type does not compile. It belongs to the
+// group that declared it: emitted from another group's handler, or as a zero
+// value, it is refused (the input is dead-lettered with reason misused-handle).
+type Out[M any, PM codecs.Message[M]] struct {
+	topic string
+	owner *handleOwner
+}
 
 // Output declares that the group emits *M values to topic and returns the
 // handle handlers emit through.
 func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string) Out[M, PM] {
 	g.outputs[topic] = true
 	g.edges = append(g.edges, goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
-	return Out[M, PM]{topic: topic}
+	return Out[M, PM]{topic: topic, owner: g.id}
 }
 
 // Topic is the output topic.
@@ -141,20 +149,32 @@ func (o Out[M, PM]) Topic() string { return o.topic }
 
 // Emit produces msg under key from the handler whose context is c. An invalid
 // key never reaches the broker: the input record is dead-lettered instead.
-func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) { c.emit(o.topic, key, msg) }
+func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) {
+	if err := c.checkHandle(o.owner, "Out "+o.topic); err != nil {
+		return
+	}
+	c.emit(o.topic, key, msg)
+}
 
-// LoopOut sends *M records to the group's own loop topic.
-type LoopOut[M any, PM codecs.Message[M]] struct{}
+// LoopOut sends *M records to the group's own loop topic. Like Out, it belongs
+// to the group whose Loop returned it.
+type LoopOut[M any, PM codecs.Message[M]] struct{ owner *handleOwner }
 
 // Send loops msg back to the group under key (a re-key: the topology must
 // declare the boundary).
-func (LoopOut[M, PM]) Send(c Emitter, key string, msg PM) { c.loopback(key, msg) }
+func (l LoopOut[M, PM]) Send(c Emitter, key string, msg PM) {
+	if err := c.checkHandle(l.owner, "LoopOut"); err != nil {
+		return
+	}
+	c.loopback(key, msg)
+}
 
 // Emitter is a handler's Context (of any group), for Out.Emit and
 // LoopOut.Send.
 type Emitter interface {
 	emit(topic, key string, msg protov2.Message)
 	loopback(key string, msg protov2.Message)
+	checkHandle(owner *handleOwner, what string) error
 }
 
 // Visit is a registered visit whose metadata is T.
@@ -178,7 +198,9 @@ func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, v
 			c.Logger().Error("visit skipped: metadata of the wrong type", "visitor", name, "got", fmt.Sprintf("%T", meta), "want", fmt.Sprintf("%T", m))
 			return
 		}
-		visit(c, m)
+		if err := c.run(func() error { visit(c, m); return nil }); err != nil {
+			c.Logger().Error("visit failed", "visitor", name, "err", err)
+		}
 		c.commit(0, false)
 	}))
 	return Visit[T]{name: name}
@@ -231,7 +253,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 			return
 		}
 		c.recording = true
-		if err := handle(c, msg); err != nil {
+		if err := c.run(func() error { return handle(c, msg) }); err != nil {
 			c.DeadLetter(ReasonInvalid, err)
 		}
 		g.touchTTL(c)

@@ -55,14 +55,20 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func ignorePing(*ctxT, *geofencepb.Ping) error { return nil }
 
-// out is the test group's output.
-var out = group.Output[state, *state, geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
+// outT is the test group's output handle.
+type outT = group.Out[geofencepb.Trigger, *geofencepb.Trigger]
 
 // validGroup builds the group exactly as the test topology declares it.
 func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
+	return validGroupOut(topo, func(_ outT, c *ctxT, p *geofencepb.Ping) error { return handle(c, p) }, opts...)
+}
+
+// validGroupOut is validGroup for a handler that emits: it is handed the
+// output handle of the group being built (handles belong to one group).
+func validGroupOut(topo *topology.Topology, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
 	g := group.New[state](topo, testGroup, quiet)
-	group.Stream(g, topicIn, handle, opts...)
-	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	out := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error { return handle(out, c, p) }, opts...)
 	return g
 }
 

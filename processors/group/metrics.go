@@ -28,6 +28,10 @@ var (
 		Name: "fencestream_replayed_inputs_total",
 		Help: "Inputs already applied to their key's state (a redelivery after a crash or takeover, or an exact replay), by result: re-emitted (its recorded outputs were produced again), no-outputs (it had none), beyond-window (too old to replay; its effect is in the state).",
 	}, []string{"group", "topic", "result"})
+	handlerPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_handler_panics_total",
+		Help: "Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
+	}, []string{"group", "topic"})
 	stateUndecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_state_undecodable_total",
 		Help: "Group-table values that could not be decoded and were reset.",
@@ -45,11 +49,15 @@ const (
 	ReasonBadEmitKey  = "bad-output-key"
 	ReasonStale       = "stale"
 	ReasonFutureHLC   = "future-hlc"
+	// ReasonPanic: the handler panicked (the stack is in the log).
+	ReasonPanic = "panic"
+	// ReasonMisusedHandle: the handler used a zero handle or another group's.
+	ReasonMisusedHandle = "misused-handle"
 )
 
 // collectors are every metric the kit exports.
 func collectors() []prometheus.Collector {
-	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable,
+	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable, handlerPanics,
 		partitionRecords, topicSkew, topicSkewAlert, recovery}
 }
 

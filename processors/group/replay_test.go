@@ -24,7 +24,7 @@ import (
 // applied twice would emit a different record.
 type counting struct{ calls atomic.Int64 }
 
-func (h *counting) handle(c *ctxT, p *geofencepb.Ping) error {
+func (h *counting) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
 	h.calls.Add(1)
 	st := c.State()
 	if st == nil {
@@ -108,7 +108,7 @@ func TestRedeliveryReemitsOutputs(t *testing.T) {
 			}
 			stateDir := t.TempDir()
 			build := func(dir string) *group.Processor {
-				proc, err := validGroup(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir))
+				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,18 +11,24 @@ import (
 // Joined is another group's table the group reads for the key it is
 // processing (Goka's Join): the table must be co-partitioned with the group's
 // inputs, so the value is local and no network hop is taken.
-type Joined[M any, PM codecs.Message[M]] struct{ table string }
+type Joined[M any, PM codecs.Message[M]] struct {
+	table string
+	owner *handleOwner
+}
 
 // Join declares that the group reads table (values *M) for its current key;
 // the topology declaration must list it under Joins.
 func Join[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], table string) Joined[M, PM] {
 	g.joins[table] = true
 	g.edges = append(g.edges, goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
-	return Joined[M, PM]{table: table}
+	return Joined[M, PM]{table: table, owner: g.id}
 }
 
 // Get returns the joined table's value for the key c is processing, or nil.
 func (j Joined[M, PM]) Get(c Reader) (PM, error) {
+	if err := c.checkHandle(j.owner, "Joined "+j.table); err != nil {
+		return nil, err
+	}
 	v, err := StateOf[M, PM](c.join(j.table))
 	if err != nil {
 		return nil, fmt.Errorf("join %s: %w", j.table, err)
@@ -32,18 +38,24 @@ func (j Joined[M, PM]) Get(c Reader) (PM, error) {
 
 // Looked is another group's table the group reads for any key (Goka's
 // Lookup): every instance keeps all of it.
-type Looked[M any, PM codecs.Message[M]] struct{ table string }
+type Looked[M any, PM codecs.Message[M]] struct {
+	table string
+	owner *handleOwner
+}
 
 // Lookup declares that the group reads table (values *M) for any key; the
 // topology declaration must list it under Lookups.
 func Lookup[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], table string) Looked[M, PM] {
 	g.lookups[table] = true
 	g.edges = append(g.edges, goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
-	return Looked[M, PM]{table: table}
+	return Looked[M, PM]{table: table, owner: g.id}
 }
 
 // Get returns the looked-up table's value for key, or nil.
 func (l Looked[M, PM]) Get(c Reader, key string) (PM, error) {
+	if err := c.checkHandle(l.owner, "Looked "+l.table); err != nil {
+		return nil, err
+	}
 	v, err := StateOf[M, PM](c.lookup(l.table, key))
 	if err != nil {
 		return nil, fmt.Errorf("lookup %s key %q: %w", l.table, key, err)
@@ -56,6 +68,7 @@ func (l Looked[M, PM]) Get(c Reader, key string) (PM, error) {
 type Reader interface {
 	join(table string) any
 	lookup(table, key string) any
+	checkHandle(owner *handleOwner, what string) error
 }
 
 func (c *Context[S, PS]) join(table string) any { return c.g.Join(goka.Table(table)) }

@@ -28,7 +28,7 @@ type auditor struct {
 	headers []string
 }
 
-func (a *auditor) handle(c *ctxT, p *geofencepb.Ping) error {
+func (a *auditor) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
 	a.mu.Lock()
 	a.headers = append(a.headers, string(c.Header("trace")))
 	a.mu.Unlock()
@@ -73,7 +73,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{tt: tester.New(t), a: &auditor{}}
-	proc, err := validGroup(testTopology(2), h.a.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	proc, err := validGroupOut(testTopology(2), h.a.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}

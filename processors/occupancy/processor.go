@@ -108,20 +108,23 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
 	}
 	g := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
-	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return handleTrigger(c, t, cfg.cat) })
-	hotKeys = group.Output[geofencepb.Occupancy, *geofencepb.Occupancy, kitpb.HotKey](g, topology.TopicHotKeys)
-	byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return handleLooped(c, t, cfg.limits) })
+	out := &outputs{}
+	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return out.handleTrigger(c, t, cfg.cat) })
+	out.hotKeys = group.Output[geofencepb.Occupancy, *geofencepb.Occupancy, kitpb.HotKey](g, topology.TopicHotKeys)
+	out.byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return out.handleLooped(c, t, cfg.limits) })
 	return g, nil
 }
 
-// The group's typed outputs: its fence-keyed loop and the hot-keys topic.
-var (
+// outputs are one group's typed outputs, its fence-keyed loop and the
+// hot-keys topic: handles belong to the group that declared them, so each
+// group built keeps its own.
+type outputs struct {
 	byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
 	hotKeys group.Out[kitpb.HotKey, *kitpb.HotKey]
-)
+}
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
-func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
+func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
 	if err := Validate(c.Key(), t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
@@ -131,14 +134,14 @@ func handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) err
 		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
 		return nil
 	}
-	byFence.Send(c, t.GetFenceId(), t)
+	out.byFence.Send(c, t.GetFenceId(), t)
 	return nil
 }
 
 // handleLooped applies a fence-keyed trigger to the record of its key (the
 // fence's, or a salted part's), or sends it on to the part that holds its
 // device.
-func handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
+func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 	if err := validateLooped(c.Key(), t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
@@ -155,9 +158,9 @@ func handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
 	case Forward:
 		if !wasSplit {
-			recordSplit(c, occ, t)
+			out.recordSplit(c, occ, t)
 		}
-		byFence.Send(c, PartKey(c.Key(), occ, t.GetDeviceId()), t)
+		out.byFence.Send(c, PartKey(c.Key(), occ, t.GetDeviceId()), t)
 		if changed {
 			c.SetState(occ)
 		}
@@ -177,14 +180,14 @@ func handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 // (salt_buckets), which is what the processor and Total follow; the HotKey is
 // for other consumers. decided_at_ms is the trigger's HLC time, so a replay
 // writes the same record.
-func recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
+func (out *outputs) recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
 	splits.Inc()
 	c.Logger().Info("occupancy record full: new devices go to salted parts", "members", len(occ.GetMembers()), "buckets", occ.GetSaltBuckets())
 	key := geofence.TopicOccupancy + "/" + c.Key()
 	if topology.ValidateKey(key, 0) != nil {
 		return // a fence id near the key limit: the record and the metric carry the decision
 	}
-	hotKeys.Emit(c, key, &kitpb.HotKey{
+	out.hotKeys.Emit(c, key, &kitpb.HotKey{
 		Topic: geofence.TopicOccupancy, Key: c.Key(), Salted: true,
 		SaltBuckets: occ.GetSaltBuckets(), DecidedAtMs: hlc.Wall(t.GetHlc()),
 	})

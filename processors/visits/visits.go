@@ -62,24 +62,24 @@ type Groups struct {
 
 func triggerTime(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }
 
-// The groups' typed outputs: visit records, and the fence-keyed loop of the
-// statistics group.
-var (
-	visitsOut group.Out[visitspb.Visit, *visitspb.Visit]
-	byFence   group.LoopOut[visitspb.Visit, *visitspb.Visit]
-)
-
 // New defines both groups over topo's declarations.
 func New(topo *topology.Topology, log *slog.Logger) Groups {
 	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log)
-	group.Stream(v, geofence.TopicTriggers, pairTrigger, group.EventTime(triggerTime))
-	visitsOut = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, geofence.TopicVisits)
+	p := &pairing{}
+	group.Stream(v, geofence.TopicTriggers, p.pairTrigger, group.EventTime(triggerTime))
+	p.visits = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, geofence.TopicVisits)
 	group.StateTTL(v, DeviceTTL)
 	return Groups{Visits: v, Stats: newStats(topo, log)}
 }
 
+// pairing is the visits group's handler and its output (handles belong to
+// the group that declared them, so each group built has its own).
+type pairing struct {
+	visits group.Out[visitspb.Visit, *visitspb.Visit]
+}
+
 // pairTrigger keeps a device's open visits and emits a visit at each EXIT.
-func pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
+func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 	if t.GetDeviceId() != c.Key() || t.GetFenceId() == "" || t.GetTriggerId() == "" {
 		return fmt.Errorf("trigger %q of device %q fence %q under key %q", t.GetTriggerId(), t.GetDeviceId(), t.GetFenceId(), c.Key())
 	}
@@ -108,7 +108,7 @@ func pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 			break
 		}
 		delete(st.Open, t.GetFenceId())
-		visitsOut.Emit(c, c.Key(), &visitspb.Visit{
+		p.visits.Emit(c, c.Key(), &visitspb.Visit{
 			VisitId: open.GetEnterTriggerId(), DeviceId: c.Key(), FenceId: t.GetFenceId(),
 			EnteredMs: open.GetEnteredMs(), LeftMs: t.GetEventTimeMs(), DurationMs: max(0, t.GetEventTimeMs()-open.GetEnteredMs()),
 			ExitReason: t.GetReason(),
@@ -122,6 +122,7 @@ func pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 // stats holds the windows of the visit-stats group.
 type stats struct {
 	enters, dwell *group.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
+	byFence       group.LoopOut[visitspb.Visit, *visitspb.Visit]
 }
 
 func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
@@ -141,9 +142,9 @@ func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.F
 			return st.Dwell
 		}, nil),
 	}
-	group.Stream(g, geofence.TopicTriggers, loopEnter)
-	group.Stream(g, geofence.TopicVisits, loopVisit)
-	byFence = group.Loop(g, s.apply, group.EventTime(visitTime))
+	group.Stream(g, geofence.TopicTriggers, s.loopEnter)
+	group.Stream(g, geofence.TopicVisits, s.loopVisit)
+	s.byFence = group.Loop(g, s.apply, group.EventTime(visitTime))
 	return g
 }
 
@@ -157,23 +158,23 @@ func visitTime(v *visitspb.Visit) time.Time {
 }
 
 // loopEnter re-keys an ENTER by its fence, as an open visit: the boundary.
-func loopEnter(c *FenceContext, t *geofencepb.Trigger) error {
+func (s *stats) loopEnter(c *FenceContext, t *geofencepb.Trigger) error {
 	if t.GetType() != geofencepb.TriggerType_TRIGGER_TYPE_ENTER {
 		return nil
 	}
 	if t.GetDeviceId() != c.Key() || t.GetFenceId() == "" || t.GetTriggerId() == "" || t.GetEventTimeMs() <= 0 {
 		return fmt.Errorf("ENTER %q of device %q fence %q under key %q", t.GetTriggerId(), t.GetDeviceId(), t.GetFenceId(), c.Key())
 	}
-	byFence.Send(c, t.GetFenceId(), &visitspb.Visit{VisitId: t.GetTriggerId(), DeviceId: t.GetDeviceId(), FenceId: t.GetFenceId(), EnteredMs: t.GetEventTimeMs()})
+	s.byFence.Send(c, t.GetFenceId(), &visitspb.Visit{VisitId: t.GetTriggerId(), DeviceId: t.GetDeviceId(), FenceId: t.GetFenceId(), EnteredMs: t.GetEventTimeMs()})
 	return nil
 }
 
 // loopVisit re-keys a completed visit by its fence: the boundary.
-func loopVisit(c *FenceContext, v *visitspb.Visit) error {
+func (s *stats) loopVisit(c *FenceContext, v *visitspb.Visit) error {
 	if v.GetDeviceId() != c.Key() || v.GetFenceId() == "" || v.GetVisitId() == "" || v.GetLeftMs() <= 0 {
 		return fmt.Errorf("visit %q of device %q fence %q under key %q", v.GetVisitId(), v.GetDeviceId(), v.GetFenceId(), c.Key())
 	}
-	byFence.Send(c, v.GetFenceId(), v)
+	s.byFence.Send(c, v.GetFenceId(), v)
 	return nil
 }
 

@@ -1,0 +1,77 @@
+package group_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// A handler that uses a zero handle, another group's handle, or panics has
+// its input dead-lettered with its own reason, its state change dropped, and
+// the processor goes on with the next record (before: a zero or foreign Out
+// panicked in Goka's callback and stopped the processor; under the tester
+// Catchup then hung).
+func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
+	// A handle of another build of the same declaration: what a package-level
+	// handle variable assigned in a constructor turns into once New runs twice.
+	foreign := group.Output[state, *state, geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
+	var zero outT
+	var zeroLoop group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
+	handle := func(out outT, c *ctxT, p *geofencepb.Ping) error {
+		c.SetState(&state{DeviceId: c.Key(), Pings: 99})
+		trig := &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()}
+		switch c.Key() {
+		case "zero":
+			zero.Emit(c, c.Key(), trig)
+		case "zero-loop":
+			zeroLoop.Send(c, c.Key(), trig)
+		case "foreign":
+			foreign.Emit(c, c.Key(), trig)
+		case "panic":
+			var m map[string]int
+			m["boom"]++ // a nil-map write: a runtime panic, as a bug would give
+		default:
+			out.Emit(c, c.Key(), trig)
+		}
+		return nil
+	}
+	tt := tester.New(t)
+	proc, err := validGroupOut(testTopology(2), handle).Processor(context.Background(), cluster.Config{}, group.Tester(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, proc.Run)
+	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
+
+	for _, tc := range []struct{ key, reason, errPart string }{
+		{"zero", group.ReasonMisusedHandle, "zero Out"},
+		{"zero-loop", group.ReasonMisusedHandle, "zero LoopOut"},
+		{"foreign", group.ReasonMisusedHandle, "declared on another group"},
+		{"panic", group.ReasonPanic, "assignment to entry in nil map"},
+	} {
+		p := &geofencepb.Ping{DeviceId: tc.key, Hlc: 5}
+		tt.Consume(topicIn, tc.key, p)
+		checkDeadLetter(t, h.nextDeadLetter(t), tc.key, tc.reason, tc.errPart, p)
+		h.noMore(t)
+		if v := tt.TableValue(goka.Table(topicTab), tc.key); v != nil {
+			if st, _ := group.StateOf[state](v); st != nil {
+				t.Errorf("%s: the failed handler's state was stored: %v", tc.key, st)
+			}
+		}
+	}
+	// The processor goes on.
+	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 6})
+	if k, _, ok := h.out.Next(); !ok || k != "d1" {
+		t.Fatalf("after the failures: output %q %v", k, ok)
+	}
+	st, err := group.StateOf[state](tt.TableValue(goka.Table(topicTab), "d1"))
+	if err != nil || st.GetPings() != 99 {
+		t.Fatalf("d1 state %v, %v", st, err)
+	}
+}
