@@ -32,7 +32,7 @@ func (t *Topology) Describe() string {
 		if p.Timers != "" {
 			fmt.Fprintf(&b, "    timers (kit-owned, fired by stream time or wall clock): %s\n", p.Timers)
 		}
-		for _, f := range p.Flows {
+		for _, f := range p.EffectiveFlows(t) {
 			from, _ := t.Topic(f.From)
 			to, _ := t.Topic(f.To)
 			mark := ""
@@ -86,7 +86,7 @@ func (t *Topology) Mermaid() string {
 		if p.Timers != "" {
 			fmt.Fprintf(&b, "  t_%s -->|timers| p_%s\n", id(p.Timers), id(p.Group))
 		}
-		for _, f := range p.Flows {
+		for _, f := range p.EffectiveFlows(t) {
 			to := f.To
 			if bd, ok := t.Boundary(p.Group, f.From, f.To); ok {
 				fmt.Fprintf(&b, "  p_%s ==>|\"ORDERING BOUNDARY: %s -> %s\"| t_%s\n", id(p.Group), keyOf(t, bd.From), keyOf(t, bd.To), id(to))

@@ -7,3 +7,8 @@ const (
 	TopicDeadLetter = "deadletter"
 	TopicHotKeys    = "hot-keys"
 )
+
+// Metadata reports whether topic carries records about keys rather than the
+// data itself (the hot-key decisions): writing to it is not a flow of the
+// data, so it is never a re-key and derived flows leave it out.
+func Metadata(topic string) bool { return topic == TopicHotKeys }

@@ -230,7 +230,7 @@ func (t *Topology) Validate() error {
 				bad(where, ErrNotCopartitioned, "%s has %d partitions but %s has %d: a key would live on different partition numbers", name, tp.Partitions, first, n)
 			}
 		}
-		for _, f := range p.Flows {
+		for _, f := range p.EffectiveFlows(t) {
 			if !refs[f.From] || !refs[f.To] {
 				bad(where, ErrBadDeclaration, "flow %s -> %s uses a topic the processor does not read or write", f.From, f.To)
 				continue
@@ -257,7 +257,7 @@ func (t *Topology) Validate() error {
 			continue
 		}
 		found := false
-		for _, f := range p.Flows {
+		for _, f := range p.EffectiveFlows(t) {
 			found = found || (f.From == b.From && f.To == b.To)
 		}
 		if !found {
@@ -271,6 +271,47 @@ func (t *Topology) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EffectiveFlows are the processor's flows: those it declares, or, when it
+// declares none, the flows its edges imply. Every input (stream, loop,
+// timers) may lead to every output and to the loop; the table is written
+// under the key being processed, so only inputs with the table's key (and
+// the loop and timers) lead to it. A derived flow that changes the key is a
+// re-key like a declared one: Validate refuses it without a Boundary. Declare
+// Flows to say less than this (a stream that only feeds the loop, say).
+func (p Processor) EffectiveFlows(t *Topology) []Flow {
+	if len(p.Flows) > 0 {
+		return p.Flows
+	}
+	keyOf := func(name string) string {
+		tp, _ := t.Topic(name)
+		return tp.Key
+	}
+	var inputs, writes []string
+	inputs = append(inputs, p.Streams...)
+	if p.Loop != "" {
+		inputs = append(inputs, p.Loop)
+		writes = append(writes, p.Loop)
+	}
+	if p.Timers != "" {
+		inputs = append(inputs, p.Timers)
+	}
+	for _, e := range p.Emits {
+		if !Metadata(e) {
+			writes = append(writes, e)
+		}
+	}
+	var out []Flow
+	for _, in := range inputs {
+		for _, w := range writes {
+			out = append(out, Flow{From: in, To: w})
+		}
+		if p.Table != "" && (in == p.Loop || in == p.Timers || keyOf(in) == keyOf(p.Table)) {
+			out = append(out, Flow{From: in, To: p.Table})
+		}
+	}
+	return out
 }
 
 type edge struct {

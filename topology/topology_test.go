@@ -254,3 +254,48 @@ func TestTopicNamesSorted(t *testing.T) {
 		t.Fatalf("TopicNames() = %v", names)
 	}
 }
+
+// A processor that declares no Flows gets them from its edges, and a derived
+// re-key needs a Boundary like a declared one (before, a stream feeding a
+// loop of another key with no Flow and no Boundary passed Validate).
+func TestDerivedFlowsRefuseUndeclaredRekey(t *testing.T) {
+	top := &topology.Topology{
+		Name: "derived",
+		Topics: []topology.Topic{
+			{Name: "pings", Key: "device_id", Partitions: 4, Cleanup: topology.CleanupDelete},
+			{Name: "stats-loop", Key: "fence_id", Partitions: 4, Cleanup: topology.CleanupDelete},
+			{Name: "stats-table", Key: "fence_id", Partitions: 4, Cleanup: topology.CleanupCompact},
+			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 4, Cleanup: topology.CleanupDelete},
+		},
+		Processors: []topology.Processor{{
+			Group: "stats", Streams: []string{"pings"}, Loop: "stats-loop", Table: "stats-table",
+			Emits: []string{topology.TopicDeadLetter},
+		}},
+	}
+	err := top.Validate()
+	if !errors.Is(err, topology.ErrUndeclaredRekey) || !strings.Contains(err.Error(), "pings (key device_id) -> stats-loop (key fence_id)") {
+		t.Fatalf("Validate() = %v, want the undeclared re-key pings -> stats-loop", err)
+	}
+	flows := top.Processors[0].EffectiveFlows(top)
+	want := map[topology.Flow]bool{
+		{From: "pings", To: "stats-loop"}: true, {From: "pings", To: topology.TopicDeadLetter}: true,
+		{From: "stats-loop", To: "stats-loop"}: true, {From: "stats-loop", To: topology.TopicDeadLetter}: true,
+		{From: "stats-loop", To: "stats-table"}: true,
+	}
+	if len(flows) != len(want) {
+		t.Errorf("derived flows %v, want %v", flows, want)
+	}
+	for _, f := range flows {
+		if !want[f] {
+			t.Errorf("unexpected derived flow %v (pings is device-keyed: it cannot write the fence-keyed table)", f)
+		}
+	}
+	top.Boundaries = []topology.Boundary{{Processor: "stats", From: "pings", To: "stats-loop",
+		Preserved: "per-(device, fence) order", Lost: "per-device order across fences"}}
+	if err := top.Validate(); err != nil {
+		t.Fatalf("with the boundary declared: %v", err)
+	}
+	if d := top.Describe(); !strings.Contains(d, "ORDERING BOUNDARY") {
+		t.Errorf("Describe does not show the derived boundary flow:\n%s", d)
+	}
+}

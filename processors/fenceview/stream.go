@@ -203,7 +203,7 @@ func DescribeTopology(t *topology.Topology) TopologyJSON {
 	for _, p := range t.Processors {
 		pj := ProcessorJSON{Group: p.Group, Streams: nonNil(p.Streams), Broadcast: nonNil(p.Broadcast), Emits: nonNil(p.Emits),
 			Loop: p.Loop, Table: p.Table, Doc: p.Doc, Flows: []FlowJSON{}}
-		for _, f := range p.Flows {
+		for _, f := range p.EffectiveFlows(t) {
 			_, b := t.Boundary(p.Group, f.From, f.To)
 			pj.Flows = append(pj.Flows, FlowJSON{From: f.From, To: f.To, FromKey: key(f.From), ToKey: key(f.To), Boundary: b})
 		}

@@ -137,6 +137,10 @@ func (c *Context[S, PS]) DeleteState() { c.st, c.dirty, c.deleted = nil, true, t
 // in). An invalid key never reaches the broker: the input record is
 // dead-lettered instead.
 func (c *Context[S, PS]) emit(topic, key string, msg protov2.Message) {
+	if err := c.grp.rekeys[c.Topic()+"\x00"+topic]; err != nil {
+		c.DeadLetter(ReasonUndeclaredRekey, err)
+		return
+	}
 	if err := topology.ValidateKey(key, 0); err != nil {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("emit to %s: %w", topic, err))
 		return
@@ -152,6 +156,10 @@ func (c *Context[S, PS]) emit(topic, key string, msg protov2.Message) {
 // loopback sends msg to the group's own loop topic under key (LoopOut.Send is
 // the typed way in).
 func (c *Context[S, PS]) loopback(key string, msg protov2.Message) {
+	if err := c.grp.rekeys[c.Topic()+"\x00"+c.grp.loopTopic]; err != nil {
+		c.DeadLetter(ReasonUndeclaredRekey, err)
+		return
+	}
 	if err := topology.ValidateKey(key, 0); err != nil {
 		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("loopback: %w", err))
 		return

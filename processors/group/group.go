@@ -36,6 +36,9 @@ type Group[S any, PS codecs.Message[S]] struct {
 	// id is what the handles the group hands out carry: a handle whose id is
 	// not the handler's group is refused (handles.go).
 	id *handleOwner
+	// rekeys maps "from\x00to" to why that write is refused: a key change
+	// the topology declares no Boundary for (flows.go).
+	rekeys map[string]error
 	// Timers (timers.go): whether the timer edges are in, the handlers, the
 	// partitions' stream time and the ticks in flight.
 	timers    bool
@@ -73,6 +76,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	}
 	g.decl = decl
 	g.loopTopic = decl.Loop
+	g.rekeys = undeclaredRekeys(topo, decl)
 	for _, o := range decl.Emits {
 		if o == topology.TopicDeadLetter {
 			g.edges = append(g.edges, goka.Output(goka.Stream(o), new(codec.Bytes)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -73,5 +74,47 @@ func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 	st, err := group.StateOf[state](tt.TableValue(goka.Table(topicTab), "d1"))
 	if err != nil || st.GetPings() != 99 {
 		t.Fatalf("d1 state %v, %v", st, err)
+	}
+}
+
+// A handler that writes across a key change the declaration does not list
+// (so Validate saw no flow to refuse) is refused at its first record:
+// dead-lettered with reason undeclared-rekey, naming the flow, and nothing
+// reaches the topic of the other key.
+func TestUndeclaredRekeyIsRefused(t *testing.T) {
+	topo := testTopology(2)
+	topo.Topics = append(topo.Topics, topology.Topic{Name: "gt-by-fence", Key: "fence_id", Partitions: 2, Cleanup: topology.CleanupDelete})
+	topo.Processors[0].Emits = append(topo.Processors[0].Emits, "gt-by-fence")
+	if err := topo.Validate(); err != nil {
+		t.Fatalf("the declaration lists no flow to gt-by-fence, so Validate has nothing to refuse: %v", err)
+	}
+	g := group.New[state](topo, testGroup, quiet)
+	out := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	byFence := group.Output[state, *state, geofencepb.Trigger](g, "gt-by-fence")
+	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+		if c.Key() == "rekey" {
+			byFence.Emit(c, "fence-1", &geofencepb.Trigger{DeviceId: c.Key()})
+			return nil
+		}
+		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+		return nil
+	})
+	tt := tester.New(t)
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, proc.Run)
+	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
+	fenced := tt.NewQueueTracker("gt-by-fence")
+	p := &geofencepb.Ping{DeviceId: "rekey", Hlc: 1}
+	tt.Consume(topicIn, "rekey", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "rekey", group.ReasonUndeclaredRekey, "gt-by-fence (key fence_id) from gt-in (key device_id)", p)
+	if k, _, ok := fenced.Next(); ok {
+		t.Errorf("the undeclared re-key reached gt-by-fence under %q", k)
+	}
+	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 2})
+	if k, _, ok := h.out.Next(); !ok || k != "d1" {
+		t.Fatalf("same-key output after the refusal: %q %v", k, ok)
 	}
 }

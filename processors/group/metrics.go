@@ -53,6 +53,9 @@ const (
 	ReasonPanic = "panic"
 	// ReasonMisusedHandle: the handler used a zero handle or another group's.
 	ReasonMisusedHandle = "misused-handle"
+	// ReasonUndeclaredRekey: the handler wrote to a topic of another key
+	// than its input's, and the topology declares no Boundary for that flow.
+	ReasonUndeclaredRekey = "undeclared-rekey"
 )
 
 // collectors are every metric the kit exports.
