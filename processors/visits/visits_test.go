@@ -1,65 +1,40 @@
 package visits_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lovoo/goka/tester"
-
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
-	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 // base is 2027-01-15 08:00 UTC; event times in the tests are offsets from it.
 var base = time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t      *testing.T
-	tt     *tester.Tester
-	vp, sp *group.Processor
-	out    *tester.QueueTracker
-	hlc    uint64
+	*grouptest.Harness
+	t *testing.T
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, tt: tester.New(t)}
+	// The wall clock is ahead of every event: stream time comes from the data.
+	h := &harness{Harness: grouptest.New(t, base.Add(72*time.Hour)), t: t}
 	gs := visits.New(geofence.Topology(), nil)
-	wall := base.Add(72 * time.Hour) // ahead of every event: stream time comes from the data
-	opts := []group.Opt{group.Tester(h.tt), group.Clock(func() time.Time { return wall })}
-	var err error
-	if h.vp, err = gs.Visits.Processor(context.Background(), cluster.Config{}, opts...); err != nil {
-		t.Fatal(err)
-	}
-	if h.sp, err = gs.Stats.Processor(context.Background(), cluster.Config{}, opts...); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []*group.Processor{h.vp, h.sp} {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("processor: %v", err)
-			}
-		})
-	}
-	h.out = h.tt.NewQueueTracker(geofence.TopicVisits)
+	h.Start(gs.Visits)
+	h.Start(gs.Stats)
 	return h
 }
 
 // trigger sends a trigger of device for fence at base+at; the same id for
 // the same (device, fence, type, at), as the debouncer's replays do.
 func (h *harness) trigger(device, fence string, typ geofencepb.TriggerType, at time.Duration) {
-	h.tt.Consume(geofence.TopicTriggers, device, &geofencepb.Trigger{
+	h.Consume(geofence.TopicTriggers, device, &geofencepb.Trigger{
 		TriggerId: fmt.Sprintf("%s|%s|%d|%d", device, fence, typ, at.Milliseconds()),
 		DeviceId:  device, FenceId: fence, Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
 		EventTimeMs: base.Add(at).UnixMilli(),
@@ -75,40 +50,25 @@ func (h *harness) exit(device, fence string, at time.Duration) {
 }
 
 func (h *harness) visits() []string {
-	h.tt.Catchup()
 	var out []string
-	for {
-		k, v, ok := h.out.Next()
-		if !ok {
-			return out
-		}
-		vis := v.(*visitspb.Visit)
-		if k != vis.DeviceId {
-			h.t.Fatalf("visit keyed %q, device %q: fence-visits is keyed by device", k, vis.DeviceId)
+	for _, r := range grouptest.Drain[visitspb.Visit](h.Harness, geofence.TopicVisits) {
+		vis := r.Value
+		if r.Key != vis.DeviceId {
+			h.t.Fatalf("visit keyed %q, device %q: fence-visits is keyed by device", r.Key, vis.DeviceId)
 		}
 		out = append(out, fmt.Sprintf("%s@%s %s-%s %s", vis.DeviceId, vis.FenceId,
 			time.UnixMilli(vis.EnteredMs).UTC().Format("15:04"), time.UnixMilli(vis.LeftMs).UTC().Format("15:04"), time.Duration(vis.DurationMs)*time.Millisecond))
 	}
+	return out
 }
 
 // fire runs both groups' due timers.
-func (h *harness) fire() {
-	h.t.Helper()
-	for _, p := range []*group.Processor{h.vp, h.sp} {
-		if err := p.FireTimers(context.Background()); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	h.tt.Catchup()
-}
+func (h *harness) fire() { h.FireTimers() }
 
 // hours renders a fence's hours as "HH:MM e=enters v=visits d=mean dwell final".
 func (h *harness) hours(fence string) string {
 	h.t.Helper()
-	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(geofence.TopicVisitStatsTable, fence))
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	st := grouptest.State[visitspb.FenceVisits](h.Harness, geofence.TopicVisitStatsTable, fence)
 	hs, err := visits.Hours(st)
 	if err != nil {
 		h.t.Fatal(err)
@@ -121,11 +81,7 @@ func (h *harness) hours(fence string) string {
 }
 
 func (h *harness) fenceState(fence string) *visitspb.FenceVisits {
-	st, err := group.StateOf[visitspb.FenceVisits](h.tt.TableValue(geofence.TopicVisitStatsTable, fence))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return st
+	return grouptest.State[visitspb.FenceVisits](h.Harness, geofence.TopicVisitStatsTable, fence)
 }
 
 func TestEnterAndExitMakeAVisit(t *testing.T) {
@@ -168,8 +124,7 @@ func TestDuplicatesCountOnce(t *testing.T) {
 	h.exit("car-1", "depot", 15*time.Minute)
 	vis := &visitspb.Visit{VisitId: fmt.Sprintf("car-1|depot|%d|%d", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, (5 * time.Minute).Milliseconds()),
 		DeviceId: "car-1", FenceId: "depot", EnteredMs: base.Add(5 * time.Minute).UnixMilli(), LeftMs: base.Add(15 * time.Minute).UnixMilli(), DurationMs: (10 * time.Minute).Milliseconds()}
-	h.tt.Consume(geofence.TopicVisits, "car-1", vis) // the same visit again
-	h.tt.Catchup()
+	h.Consume(geofence.TopicVisits, "car-1", vis) // the same visit again
 	if got := h.hours("depot"); got != "08:00 e=1 v=1 d=600s false" {
 		t.Fatalf("hours %s, want one ENTER and one visit", got)
 	}

@@ -1,8 +1,12 @@
-// Package grouptest runs group views for tests and stops them when the test
-// ends.
+// Package grouptest runs groups and views for tests and stops them when the
+// test ends. Harness puts several groups on one Goka tester with one fixed
+// clock: feed records, fire timers, drain topics, read typed table state,
+// find a key on a given partition.
 //
-// Invariant: every view it starts has stopped, and any error it returned has
-// failed the test, before t's cleanup finishes.
+// Invariant: every processor and view it starts has stopped, and any error
+// it returned has failed the test, before t's cleanup finishes; a processor
+// that stops while the test runs fails the test at the next wait instead of
+// hanging it.
 package grouptest
 
 import (

@@ -1,0 +1,265 @@
+package grouptest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+// Builder is a group under construction (*group.Group of any state type).
+type Builder interface {
+	Name() string
+	Processor(ctx context.Context, cl cluster.Config, opts ...group.Opt) (*group.Processor, error)
+}
+
+// Harness runs several groups on one Goka tester with one fixed clock, the
+// way a processor's tests need them: feed records, fire timers, drain
+// topics, read typed state.
+//
+// Invariant: a processor that stops while the test runs fails the test at
+// the next call that waits for processing (Consume, Catchup, FireTimers)
+// instead of leaving it to hang until go test's timeout.
+type Harness struct {
+	t  testing.TB
+	TT *tester.Tester
+
+	mu       sync.Mutex
+	now      time.Time
+	procs    []*group.Processor
+	names    []string
+	stopped  chan string // the name of a processor whose Run returned early
+	trackers map[string]*tester.QueueTracker
+}
+
+// New starts a harness whose clock reads at until Advance or SetNow move it.
+func New(t testing.TB, at time.Time) *Harness {
+	t.Helper()
+	return &Harness{t: t, TT: tester.New(t), now: at, stopped: make(chan string, 16), trackers: map[string]*tester.QueueTracker{}}
+}
+
+// Now is the harness clock: the wall clock every processor it runs sees.
+func (h *Harness) Now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now
+}
+
+// SetNow sets the clock.
+func (h *Harness) SetNow(at time.Time) {
+	h.mu.Lock()
+	h.now = at
+	h.mu.Unlock()
+}
+
+// Advance moves the clock by d.
+func (h *Harness) Advance(d time.Duration) { h.SetNow(h.Now().Add(d)) }
+
+// Start builds g's processor on the harness's tester and clock (opts come
+// after them, so a test may override either) and runs it until the test
+// ends.
+func (h *Harness) Start(g Builder, opts ...group.Opt) *group.Processor {
+	h.t.Helper()
+	all := append([]group.Opt{group.Tester(h.TT), group.Clock(h.Now)}, opts...)
+	p, err := g.Processor(context.Background(), cluster.Config{}, all...)
+	if err != nil {
+		h.t.Fatalf("grouptest: building %s: %v", g.Name(), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	name := g.Name()
+	go func() {
+		err := p.Run(ctx)
+		if ctx.Err() == nil {
+			h.t.Errorf("grouptest: processor %s stopped while the test ran: %v", name, err)
+			h.stopped <- name
+		}
+		done <- err
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && ctx.Err() == nil {
+				h.t.Errorf("grouptest: processor %s: %v", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("grouptest: processor %s did not stop within 30 s", name)
+		}
+	})
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	h.names = append(h.names, name)
+	h.mu.Unlock()
+	return p
+}
+
+// wait runs fn (which waits on the tester) and fails the test at once if a
+// processor stops meanwhile: the tester would wait for it forever. A panic of
+// the tester's (it panics on a consumer session a stopped processor left
+// behind) fails the test instead of crashing the test binary.
+func (h *Harness) wait(what string, fn func()) {
+	h.t.Helper()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		fn()
+	}()
+	select {
+	case r := <-done:
+		if r == nil {
+			return
+		}
+		// The tester panics on what a failing processor leaves behind,
+		// often just before its Run returns: name the processor if it does.
+		select {
+		case name := <-h.stopped:
+			h.stopped <- name
+			h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish (Goka's tester then panicked: %v)", what, name, r)
+		case <-time.After(10 * time.Second):
+			h.t.Fatalf("grouptest: %s: Goka's tester panicked: %v", what, r)
+		}
+	case name := <-h.stopped:
+		h.stopped <- name // later waits fail too
+		h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish", what, name)
+	}
+}
+
+// Consume feeds one record (a proto message, or nil for a tombstone) and
+// waits until every processor has handled what it caused.
+func (h *Harness) Consume(topic, key string, msg any) {
+	h.t.Helper()
+	h.wait("consume "+topic, func() { h.TT.Consume(topic, key, msg) })
+}
+
+// Catchup waits until every processor has handled every record.
+func (h *Harness) Catchup() {
+	h.t.Helper()
+	h.wait("catchup", h.TT.Catchup)
+}
+
+// FireTimers fires every processor's due timers (by the harness clock and
+// the partitions' stream time) and waits until their ticks are handled.
+func (h *Harness) FireTimers() {
+	h.t.Helper()
+	h.mu.Lock()
+	procs := append([]*group.Processor(nil), h.procs...)
+	names := append([]string(nil), h.names...)
+	h.mu.Unlock()
+	for i, p := range procs {
+		var err error
+		h.wait("fire timers of "+names[i], func() { err = p.FireTimers(context.Background()) })
+		if err != nil {
+			h.t.Fatalf("grouptest: firing timers of %s: %v", names[i], err)
+		}
+	}
+	h.Catchup()
+}
+
+// Record is one record drained from a topic.
+type Record[PM any] struct {
+	Key     string
+	Value   PM // nil for a tombstone
+	Headers map[string]string
+}
+
+// Drain returns the records written to topic since the last Drain of it (the
+// first Drain returns every record the topic holds), decoded as *M.
+func Drain[M any, PM codecs.Message[M]](h *Harness, topic string) []Record[PM] {
+	h.t.Helper()
+	h.Catchup()
+	h.mu.Lock()
+	tr, ok := h.trackers[topic]
+	if !ok {
+		tr = h.TT.NewQueueTracker(topic)
+		tr.Seek(0)
+		h.trackers[topic] = tr
+	}
+	h.mu.Unlock()
+	var out []Record[PM]
+	for {
+		hdrs, key, raw, ok := tr.NextRawWithHeaders()
+		if !ok {
+			return out
+		}
+		r := Record[PM]{Key: key, Headers: map[string]string{}}
+		for k, v := range hdrs {
+			r.Headers[k] = string(v)
+		}
+		if raw != nil {
+			v, err := codecs.For[M, PM]().Decode(raw)
+			if err != nil {
+				h.t.Fatalf("grouptest: %s record %q: %v", topic, key, err)
+			}
+			if p, ok := v.(*codecs.Poison); ok {
+				h.t.Fatalf("grouptest: %s record %q is not a %T: %v", topic, key, r.Value, p.Err)
+			}
+			r.Value = v.(PM)
+		}
+		out = append(out, r)
+	}
+}
+
+// DeadLetters drains the dead-letter topic: each record's key, reason and
+// error (raw values, since a dead letter holds whatever could not be read).
+func DeadLetters(h *Harness) []DeadLetter {
+	h.t.Helper()
+	h.Catchup()
+	h.mu.Lock()
+	tr, ok := h.trackers[topology.TopicDeadLetter]
+	if !ok {
+		tr = h.TT.NewQueueTracker(topology.TopicDeadLetter)
+		tr.Seek(0)
+		h.trackers[topology.TopicDeadLetter] = tr
+	}
+	h.mu.Unlock()
+	var out []DeadLetter
+	for {
+		hdrs, key, raw, ok := tr.NextRawWithHeaders()
+		if !ok {
+			return out
+		}
+		out = append(out, DeadLetter{Key: key, Value: raw, Reason: string(hdrs[group.HeaderReason]), Err: string(hdrs[group.HeaderError])})
+	}
+}
+
+// DeadLetter is one record of the dead-letter topic.
+type DeadLetter struct {
+	Key, Reason, Err string
+	Value            []byte
+}
+
+// State is the application state the group table holds for key, or nil.
+func State[S any, PS codecs.Message[S]](h *Harness, table, key string) PS {
+	h.t.Helper()
+	h.Catchup()
+	st, err := group.StateOf[S, PS](h.TT.TableValue(goka.Table(table), key))
+	if err != nil {
+		h.t.Fatalf("grouptest: %s[%q]: %v", table, key, err)
+	}
+	return st
+}
+
+// KeyOn returns the first key prefix-0, prefix-1, … that the pinned
+// partitioner puts on partition of a topic with partitions partitions.
+// It returns "" for a partition outside [0, partitions).
+func KeyOn(prefix string, partition, partitions int32) string {
+	if partition < 0 || partition >= partitions {
+		return ""
+	}
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if topology.PartitionFor(k, partitions) == partition {
+			return k
+		}
+	}
+}

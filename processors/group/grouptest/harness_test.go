@@ -1,0 +1,143 @@
+package grouptest_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/topology"
+)
+
+const (
+	in, out, table = "hx-in", "hx-out", "hx-table"
+	partitions     = 4
+)
+
+type ctxT = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+
+func topo() *topology.Topology {
+	return &topology.Topology{
+		Name: "harness",
+		Topics: []topology.Topic{
+			{Name: in, Key: "device_id", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: out, Key: "device_id", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: table, Key: "device_id", Partitions: partitions, Cleanup: topology.CleanupCompact},
+			topology.TimersTopic("hx", "device_id", partitions),
+			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: partitions, Cleanup: topology.CleanupDelete},
+		},
+		// No Flows: derived from the edges.
+		Processors: []topology.Processor{{Group: "hx", Streams: []string{in}, Emits: []string{out, topology.TopicDeadLetter},
+			Table: table, Timers: topology.TimersTopicName("hx")}},
+	}
+}
+
+// counter counts pings per device and, one minute of stream time after a
+// device's last ping, emits its count; a ping whose device id is not valid
+// UTF-8 makes its state unencodable, which stops the processor.
+func counter() *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
+	g := group.New[geofencepb.DeviceState](topo(), "hx", nil)
+	o := group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, out)
+	group.Stream(g, in, func(c *ctxT, p *geofencepb.Ping) error {
+		st := c.State()
+		if st == nil {
+			st = &geofencepb.DeviceState{DeviceId: p.GetDeviceId()}
+		}
+		st.Pings++
+		if p.GetDeviceId() == "bad" {
+			st.DeviceId = "\xff"
+		}
+		c.SetState(st)
+		return c.SetTimer("quiet", c.EventTime().Add(time.Minute), group.StreamClock)
+	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
+		o.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), EventTimeMs: tm.At.UnixMilli(), TriggerId: fmt.Sprint(c.State().GetPings())})
+		return nil
+	})
+	return g
+}
+
+func TestHarness(t *testing.T) {
+	base := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	h := grouptest.New(t, base.Add(time.Hour))
+	h.Start(counter())
+	key := grouptest.KeyOn("veh", 2, partitions)
+	if topology.PartitionFor(key, partitions) != 2 {
+		t.Fatalf("KeyOn gave %q, on partition %d", key, topology.PartitionFor(key, partitions))
+	}
+	for i := range 3 {
+		h.Consume(in, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base.Add(time.Duration(i) * time.Second).UnixMilli()})
+	}
+	if st := grouptest.State[geofencepb.DeviceState](h, table, key); st.GetPings() != 3 {
+		t.Fatalf("state %v, want 3 pings", st)
+	}
+	h.FireTimers()
+	if got := grouptest.Drain[geofencepb.Trigger](h, out); len(got) != 0 {
+		t.Fatalf("fired before stream time reached the timer: %v", got)
+	}
+	// Another key on the same partition moves its stream time past the timer.
+	other := grouptest.KeyOn("car", 2, partitions)
+	h.Consume(in, other, &geofencepb.Ping{DeviceId: other, DeviceTimeMs: base.Add(5 * time.Minute).UnixMilli()})
+	h.Advance(time.Minute)
+	h.FireTimers()
+	got := grouptest.Drain[geofencepb.Trigger](h, out)
+	if len(got) != 1 || got[0].Key != key || got[0].Value.GetTriggerId() != "3" || got[0].Value.GetEventTimeMs() != base.Add(2*time.Second+time.Minute).UnixMilli() {
+		t.Fatalf("drained %+v, want one trigger for %s with count 3 at its timer", got, key)
+	}
+	if again := grouptest.Drain[geofencepb.Trigger](h, out); len(again) != 0 {
+		t.Errorf("a second Drain returned %v", again)
+	}
+	h.Consume(in, "", &geofencepb.Ping{DeviceId: "x"})
+	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonBadKey {
+		t.Errorf("dead letters %+v, want one bad-key", dl)
+	}
+}
+
+// recorder is a testing.TB whose failures are recorded: Fatalf ends the
+// goroutine it is called on, as testing's does.
+type recorder struct {
+	*testing.T
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); runtime.Goexit() }
+func (r *recorder) Fatal(args ...any)                 { r.Errorf("%s", fmt.Sprint(args...)); runtime.Goexit() }
+func (r *recorder) Helper()                           {}
+
+// A processor that stops fails the test at the next wait instead of hanging
+// (Goka's tester alone waits for it forever).
+func TestHarnessFailsWhenAProcessorStops(t *testing.T) {
+	rec := &recorder{T: t}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		h := grouptest.New(rec, time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC))
+		h.Start(counter())
+		h.Consume(in, "bad", &geofencepb.Ping{DeviceId: "bad"}) // the state cannot be encoded: the processor fails
+		h.Consume(in, "next", &geofencepb.Ping{DeviceId: "next"})
+		rec.Errorf("the harness went on past a stopped processor")
+	}()
+	select {
+	case <-finished:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the harness hung on a stopped processor")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	all := strings.Join(rec.msgs, "\n")
+	if !strings.Contains(all, "processor hx stopped") {
+		t.Fatalf("failures %q, want one saying processor hx stopped", all)
+	}
+}
