@@ -34,12 +34,13 @@ type Group[S any, PS codecs.Message[S]] struct {
 	loopTopic  string
 	err        error
 	// Timers (timers.go): whether the timer edges are in, the handlers, the
-	// partitions' stream time and the ticks in flight.
+	// partitions' stream time and the due-time index (set when the processor
+	// is built).
 	timers    bool
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	clock     *streamClock
-	pending   *pendingTicks
+	index     *timerIndex
 	ttl       time.Duration // StateTTL; 0: keys never expire
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
@@ -61,8 +62,8 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		clock: newStreamClock(), pending: &pendingTicks{},
-		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
+		clock: newStreamClock(),
+		rt:    runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
 	decl, ok := topo.Processor(name)
 	if !ok {
 		g.err = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
