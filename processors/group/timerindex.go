@@ -46,6 +46,13 @@ type keySlot struct {
 	gen    uint32 // bumped when the slot is reused, so stale flights are known
 }
 
+// hent is a heap entry: at is never after its key's due time on the heap's
+// clock (it is earlier after a move later, until corrected at the top).
+type hent struct {
+	at   int64
+	slot int32
+}
+
 // flight is a tick in flight, oldest first in partTimers.flights.
 type flight struct {
 	slot   int32
@@ -60,7 +67,7 @@ type partTimers struct {
 	slots   map[string]int32
 	keys    []keySlot
 	free    []int32
-	heaps   [2][]int32 // slot ids, min-heap by keys[id].due[clock]
+	heaps   [2][]hent // per clock, a min-heap by at
 	flights []flight
 	nFlying int
 }
@@ -158,7 +165,10 @@ func (p *partTimers) alloc(key string) int32 {
 }
 
 // place puts slot id in (or moves it within, or takes it out of) clock c's
-// heap according to its due time.
+// heap according to its due time. A timer moved later keeps its heap entry
+// where it is: the entry is corrected when it reaches the top (due), so the
+// common move — a key re-arming its timer on every input — costs no heap
+// work on the input's path.
 func (p *partTimers) place(id int32, c int) {
 	s := &p.keys[id]
 	switch {
@@ -166,13 +176,12 @@ func (p *partTimers) place(id int32, c int) {
 		p.heapRemove(c, s.pos[c])
 	case s.due[c] == noDue:
 	case s.pos[c] < 0:
-		p.heaps[c] = append(p.heaps[c], id)
+		p.heaps[c] = append(p.heaps[c], hent{at: s.due[c], slot: id})
 		s.pos[c] = int32(len(p.heaps[c]) - 1)
 		p.up(c, int(s.pos[c]))
-	default:
-		if i := int(s.pos[c]); !p.up(c, i) {
-			p.down(c, i)
-		}
+	case s.due[c] < p.heaps[c][s.pos[c]].at:
+		p.heaps[c][s.pos[c]].at = s.due[c]
+		p.up(c, int(s.pos[c]))
 	}
 }
 
@@ -228,10 +237,16 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 	for c := range 2 {
 		h := &p.heaps[c]
 		for len(*h) > 0 && p.nFlying < batch {
-			id := (*h)[0]
-			s := &p.keys[id]
-			if s.due[c] > bounds[c] {
+			top := (*h)[0]
+			if top.at > bounds[c] {
 				break
+			}
+			id := top.slot
+			s := &p.keys[id]
+			if s.due[c] > top.at { // moved later since: put it where it belongs
+				(*h)[0].at = s.due[c]
+				p.down(c, 0)
+				continue
 			}
 			read++
 			for cc := range 2 {
@@ -277,18 +292,17 @@ func (p *partTimers) size() int {
 // are sent ticks in the same order every time.
 func (p *partTimers) less(c, i, j int) bool {
 	h := p.heaps[c]
-	a, b := &p.keys[h[i]], &p.keys[h[j]]
-	if a.due[c] != b.due[c] {
-		return a.due[c] < b.due[c]
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
 	}
-	return a.key < b.key
+	return p.keys[h[i].slot].key < p.keys[h[j].slot].key
 }
 
 func (p *partTimers) swap(c, i, j int) {
 	h := p.heaps[c]
 	h[i], h[j] = h[j], h[i]
-	p.keys[h[i]].pos[c] = int32(i)
-	p.keys[h[j]].pos[c] = int32(j)
+	p.keys[h[i].slot].pos[c] = int32(i)
+	p.keys[h[j].slot].pos[c] = int32(j)
 }
 
 func (p *partTimers) up(c, i int) bool {
@@ -326,7 +340,7 @@ func (p *partTimers) down(c, i int) {
 func (p *partTimers) heapRemove(c int, at int32) {
 	h := p.heaps[c]
 	i, last := int(at), len(h)-1
-	removed := h[i]
+	removed := h[i].slot
 	if i != last {
 		p.swap(c, i, last)
 	}
