@@ -169,3 +169,48 @@ func TestTimerIndexIsBuiltFromTheStoreAndLooksCostTheDueKeys(t *testing.T) {
 		t.Fatalf("after firing, a look read %d keys", read)
 	}
 }
+
+// When a member leaves, the survivor takes its partitions over, builds their
+// index from the stores it recovers, and fires their timers: none is lost
+// with the member that held them.
+func TestTimerIndexFollowsPartitionsToTheSurvivor(t *testing.T) {
+	const keys = 2_000
+	cl := embeddedtest.Cluster(t)
+	if _, err := group.CheckBroker(context.Background(), cl, timerTopology(rebalanceParts), true); err != nil {
+		t.Fatal(err)
+	}
+	prod := embeddedtest.Client(t, cl)
+	recs := make([]*kgo.Record, 0, keys)
+	for i := range keys {
+		v, err := group.EncodeEnvelope(&kitpb.Envelope{Timers: []*kitpb.Timer{{Name: "wall", AtMs: base + 30*time.Minute.Milliseconds(), Kind: kitpb.TimerKind_TIMER_KIND_WALL}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: topicTab, Key: []byte(fmt.Sprintf("k%05d", i)), Value: v})
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	wall := &wallClock{at: time.UnixMilli(base)}
+	a, b := startIndexed(t, cl, t.TempDir(), wall), startIndexed(t, cl, t.TempDir(), wall)
+	waitFor(t, "both members own partitions and index them", 2*time.Minute, func() bool {
+		na, nb := len(activeParts(a.proc)), len(activeParts(b.proc))
+		ia, ib := a.proc.TimerStats().Indexed, b.proc.TimerStats().Indexed
+		return na > 0 && nb > 0 && na+nb == rebalanceParts && ia > 0 && ib > 0 && ia+ib == keys
+	})
+	b.stop()
+	waitFor(t, "the survivor indexes every partition", 2*time.Minute, func() bool {
+		return len(activeParts(a.proc)) == rebalanceParts && a.proc.TimerStats().Indexed == keys
+	})
+	wall.set(time.UnixMilli(base).Add(31 * time.Minute))
+	if read, sent := a.look(t); read != keys || sent != keys {
+		t.Fatalf("the survivor's look read %d keys and sent %d ticks, want %d", read, sent, keys)
+	}
+	seen := map[string]bool{}
+	embeddedtest.ConsumeUntil(t, cl, topicOut, func(rs []*kgo.Record) bool {
+		for _, r := range rs {
+			seen[string(r.Key)] = true
+		}
+		return len(seen) == keys
+	})
+}
