@@ -234,9 +234,13 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 		p.compactFlights()
 	}
 	bounds := [2]int64{streamMs, wallMs}
+	// Entries of timers moved later are corrected as they come up, at most
+	// a few batches' worth per look, so a look never holds the partition's
+	// index long (after a jump of stream time, say); the rest wait.
+	fixes := 0
 	for c := range 2 {
 		h := &p.heaps[c]
-		for len(*h) > 0 && p.nFlying < batch {
+		for len(*h) > 0 && p.nFlying < batch && fixes < 4*batch {
 			top := (*h)[0]
 			if top.at > bounds[c] {
 				break
@@ -246,6 +250,7 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 			if s.due[c] > top.at { // moved later since: put it where it belongs
 				(*h)[0].at = s.due[c]
 				p.down(c, 0)
+				fixes++
 				continue
 			}
 			read++
