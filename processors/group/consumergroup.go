@@ -24,25 +24,18 @@ import (
 // treats as a clean stop. Goka's error-channel reader spans all the sessions
 // of one Consume call; it only logs and cancels a context Consume does not use.
 func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
-	return consumerGroupBuilder(sc, nil)
-}
-
-// consumerGroupBuilder is ConsumerGroupBuilder whose sessions hold each
-// rebalance's Cleanup for guard (nil: no guard).
-func consumerGroupBuilder(sc *sarama.Config, guard *visitGuard) goka.ConsumerGroupBuilder {
 	inner := goka.ConsumerGroupBuilderWithConfig(sc)
 	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
 		cg, err := inner(brokers, group, clientID)
 		if err != nil {
 			return nil, err
 		}
-		return &sessionLoop{ConsumerGroup: cg, guard: guard}, nil
+		return &sessionLoop{ConsumerGroup: cg}, nil
 	}
 }
 
 type sessionLoop struct {
 	sarama.ConsumerGroup
-	guard *visitGuard
 }
 
 // minSession is how long a session must last not to count as a churn; churning
@@ -54,9 +47,6 @@ const (
 )
 
 func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sarama.ConsumerGroupHandler) error {
-	if s.guard != nil {
-		handler = guardedHandler{ConsumerGroupHandler: handler, guard: s.guard}
-	}
 	backoff := time.Duration(0)
 	for {
 		start := time.Now()

@@ -53,6 +53,8 @@ type Context[S any, PS codecs.Message[S]] struct {
 	tick        *kitpb.Tick // the tick being handled, in timer handlers
 	timersDirty bool        // SetTimer or CancelTimer changed the envelope's timers
 	purge       bool        // remove the key's whole table value (state TTL)
+	ticked      bool        // a kit timer tick is being handled
+	written     bool        // commit wrote (or deleted) the key's table value
 
 	refused error // the first misused handle (handles.go)
 }
@@ -281,8 +283,10 @@ func (c *Context[S, PS]) replayed(seq uint64, ordered bool) bool {
 // input's position and outputs, in one write. A handler that left the state
 // alone writes nothing: run again on a redelivery, it emits the same outputs.
 func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
+	defer c.indexTimers()
 	if c.purge {
 		c.g.Delete()
+		c.written = true
 		return
 	}
 	if !c.dirty && !c.timersDirty {
@@ -291,6 +295,7 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	env := c.envelope()
 	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
 		env = &kitpb.Envelope{}
+		c.env = env
 	}
 	if c.dirty {
 		env.State, env.HasState = nil, false
@@ -310,4 +315,25 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.outputs, c.grp.rt.window)
 	}
 	c.g.SetValue(env)
+	c.written = true
+}
+
+// indexTimers tells the partition's due-time index (timerindex.go) what the
+// callback wrote of the key's timers, and that a tick was handled. A tick
+// that found nothing to fire re-reads the stored timers, so an index that
+// disagreed with the store heals instead of sending that key ticks forever.
+func (c *Context[S, PS]) indexTimers() {
+	x := c.grp.index
+	if x == nil {
+		return
+	}
+	switch {
+	case c.written && c.purge:
+		x.remove(c.Partition(), c.Key())
+	case c.written && c.timersDirty, c.ticked:
+		x.set(c.Partition(), c.Key(), c.envelope().GetTimers())
+	}
+	if c.ticked {
+		x.handled(c.Partition(), c.Key())
+	}
 }

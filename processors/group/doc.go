@@ -42,7 +42,7 @@
 // (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.
 //
 // Visits (Processor.VisitAll) have no input to replay, so time-driven work
-// goes through a record: timers.
+// goes through a record: timers. The kit itself runs no visit.
 //
 // # Time: stream time, timers, windows, state TTL
 //
@@ -56,9 +56,18 @@
 //
 // Handlers set per-key timers on stream time or on the wall clock
 // (Context.SetTimer); they are stored in the key's envelope, so they survive
-// restarts and rebalances, and are bounded per key (MaxTimers). The processor
-// looks for due timers every TimerInterval and sends a tick for each key with
-// any to the group's own <group>-timers topic (Goka allows one loop per group,
+// restarts and rebalances, and are bounded per key (MaxTimers). Per partition
+// it processes, the processor keeps an index of its keys by earliest due time
+// per clock (a min-heap each; about 150 bytes per key with timers), with this
+// invariant: it agrees with the timers in the partition's stored envelopes.
+// It is built once, from the partition's local store, when the partition has
+// recovered after an assignment or a restart, and every commit that changes a
+// key's timers (or deletes the key) updates it; hot standbys keep none. The
+// processor looks at the index every TimerInterval — no table value is read,
+// so a look costs the due keys, not the held ones — and sends a tick for each
+// key with a due timer (at most TimerBatch in flight per partition, so a
+// fleet falling due at once is fired in batches between the inputs) to the
+// group's own <group>-timers topic (Goka allows one loop per group,
 // and the application may need it); the tick records the stream time and wall
 // clock it was judged at, and the key's due timers fire in due-time order in
 // that record's callback (OnTimer). So a timer's effect and outputs are

@@ -40,12 +40,13 @@ type Group[S any, PS codecs.Message[S]] struct {
 	// the topology declares no Boundary for (flows.go).
 	rekeys map[string]error
 	// Timers (timers.go): whether the timer edges are in, the handlers, the
-	// partitions' stream time and the ticks in flight.
+	// partitions' stream time and the due-time index (set when the processor
+	// is built).
 	timers    bool
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	clock     *streamClock
-	pending   *pendingTicks
+	index     *timerIndex
 	ttl       time.Duration // StateTTL; 0: keys never expire
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
@@ -67,7 +68,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		clock: newStreamClock(), pending: &pendingTicks{}, id: &handleOwner{group: name},
+		clock: newStreamClock(), id: &handleOwner{group: name},
 		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
 	decl, ok := topo.Processor(name)
 	if !ok {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/fencestream/fencestream/codecs"
 )
 
 // handleOwner identifies the group a handle (Out, LoopOut, Joined, Looked)
@@ -73,4 +75,18 @@ func (c *Context[S, PS]) discard() {
 	c.dirty, c.deleted, c.timersDirty, c.purge = false, false, false, false
 	c.st, c.stRead = nil, false
 	c.env, c.envRead = nil, false
+}
+
+// callTimer runs a timer handler. A panic is the handler's error: the timer
+// is consumed like one whose handler failed, since firing it again would
+// panic again, forever (the stack is in the log).
+func callTimer[S any, PS codecs.Message[S]](c *Context[S, PS], handle func(*Context[S, PS], Timer) error, tm Timer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
+			c.Logger().Error("timer handler panicked", "timer", tm.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+		}
+	}()
+	return handle(c, tm)
 }

@@ -29,6 +29,7 @@ type runConfig struct {
 	registerer   prometheus.Registerer
 	maxTimers    int
 	timerEvery   time.Duration
+	timerBatch   int
 	idle         time.Duration
 	storage      statestore.Kind // see storage.go
 	flush        time.Duration
@@ -98,6 +99,9 @@ func (c *runConfig) validate() error {
 	}
 	if c.timerEvery <= 0 {
 		return fmt.Errorf("timer interval must be positive, got %s", c.timerEvery)
+	}
+	if c.timerBatch < 1 {
+		return fmt.Errorf("timer batch must be at least 1, got %d", c.timerBatch)
 	}
 	if c.idle < 0 {
 		return fmt.Errorf("idle stream time must not be negative, got %s", c.idle)

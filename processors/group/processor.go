@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -42,10 +45,6 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 	slices.Sort(out)
 	return out
 }
-
-// shutdownVisitGrace bounds how long a stopping processor waits for a look
-// for due timers to finish before aborting it.
-const shutdownVisitGrace = 5 * time.Second
 
 // Processed counts the records of input topic this instance has processed
 // since it started, and the last offset it processed per partition.
@@ -77,7 +76,7 @@ func (p *Processor) WaitForReadyContext(ctx context.Context) error {
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}
+	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval, timerBatch: DefaultTimerBatch}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -101,9 +100,21 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
 	// Goka's default would drop it silently.
 	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
-	guard := &visitGuard{}
+	// The due-time index of the group's timers sees the table's stores (it is
+	// built from each partition's store once recovered) and the assignment.
+	var idx *timerIndex
+	indexed := func(b storage.Builder) storage.Builder { return b }
+	if g.timers {
+		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
+		indexed = idx.storageBuilder
+	}
+	g.index = idx
+	var newEmitter func() (*goka.Emitter, error)
 	if cfg.tester != nil {
-		popts = append(popts, goka.WithTester(cfg.tester))
+		popts = append(popts, goka.WithTester(cfg.tester), goka.WithStorageBuilder(indexed(cfg.tester.StorageBuilder())))
+		newEmitter = func() (*goka.Emitter, error) {
+			return goka.NewEmitter(nil, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](), goka.WithEmitterTester(cfg.tester), topology.GokaEmitterHasher())
+		}
 	} else {
 		sc, err := cl.Sarama()
 		if err != nil {
@@ -118,15 +129,18 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		// Replaces SaramaOptions' builder: the same sessions, and rebalances
-		// wait for the timer driver's look in progress.
-		popts = append(popts, goka.WithConsumerGroupBuilder(consumerGroupBuilder(sc, guard)))
 		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))))
+		brokers := cl.Brokers
+		newEmitter = func() (*goka.Emitter, error) {
+			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),
+				goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))),
+				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
+		}
 		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log))
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
-		popts = append(popts, goka.WithStorageBuilder(sb))
+		popts = append(popts, goka.WithStorageBuilder(indexed(sb)))
 		if cfg.hotStandby {
 			popts = append(popts, goka.WithHotStandby())
 		}
@@ -135,6 +149,12 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		}
 	}
 	popts = append(popts, cfg.extra...)
+	if idx != nil { // after extra: the index must know the assignment
+		popts = append(popts, goka.WithRebalanceCallback(func(a goka.Assignment) {
+			g.log.Debug("partitions assigned", "partitions", len(a))
+			idx.assigned(a)
+		}))
+	}
 	popts = append(popts, topology.GokaProcessorHasher()) // last: nothing overrides it
 	var brokers []string
 	if cfg.tester == nil {
@@ -146,7 +166,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	proc := &Processor{p: p, name: g.name, log: g.log}
 	if g.timers {
-		proc.timers = &timerDriver{every: cfg.timerEvery, now: cfg.now, pending: g.pending, auto: cfg.tester == nil, guard: guard}
+		proc.timers = &timerDriver{name: g.name, every: cfg.timerEvery, batch: cfg.timerBatch, now: cfg.now, streamNow: g.clock.now,
+			idx: idx, auto: cfg.tester == nil, log: g.log, newEmitter: newEmitter}
+		if cfg.tester != nil {
+			// Tests call FireTimers without Run; the tester's producer costs nothing.
+			if err := proc.timers.start(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return proc, nil
 }
@@ -159,33 +186,14 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer running.Delete(p)
 	gokaCtx := ctx
 	if p.timers != nil && p.timers.auto {
-		// Shut down in order: the timer driver first, letting a look in
-		// progress finish, then Goka. A visit Goka aborts (context ended,
-		// partitions stopping) returns before its in-flight visits count
-		// themselves, a data race inside Goka (Processor.VisitAllWithStats
-		// reads the count they still add to).
-		var cancelGoka context.CancelFunc
-		gokaCtx, cancelGoka = context.WithCancel(context.Background())
-		defer cancelGoka()
-		visitCtx, cancelVisits := context.WithCancel(context.Background())
-		defer cancelVisits()
+		// The timer driver sends ticks with a producer of its own; it stops
+		// (and flushes) after Goka has.
+		if err := p.timers.start(); err != nil {
+			return err
+		}
 		stop, done := make(chan struct{}), make(chan struct{})
-		go func() { defer close(done); p.driveTimers(stop, visitCtx) }()
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-gokaCtx.Done(): // Goka stopped by itself
-			}
-			close(stop)
-			select {
-			case <-done:
-			case <-time.After(shutdownVisitGrace): // a look stuck on a partition that will not run
-				cancelVisits()
-				<-done
-			}
-			cancelGoka()
-		}()
-		defer func() { cancelGoka(); <-done }()
+		go func() { defer close(done); p.driveTimers(stop) }()
+		defer func() { close(stop); <-done; p.timers.stop() }()
 	}
 	err := p.p.Run(gokaCtx)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -85,8 +86,12 @@ var (
 // state TTL); handlers cannot set or receive them.
 const kitTimerPrefix = "kit/"
 
-// timerVisitor is the Goka visitor that looks for due timers.
-const timerVisitor = "kit-timers"
+// tickName names the kit's timer ticks (kitpb.Tick.Name).
+const tickName = "kit-timers"
+
+// DefaultTimerBatch is how many ticks, by default, may be in flight per
+// partition: a look sends at most this many minus those not yet handled.
+const DefaultTimerBatch = 2000
 
 // SetTimer sets (or moves) the key's timer name to fire at on the given clock.
 // It is stored with the state when the handler returns, so it survives restarts
@@ -163,10 +168,11 @@ func (c *Context[S, PS]) mutableEnvelope() *kitpb.Envelope {
 // the handler sets and what it emits are stored together and a redelivery
 // re-emits instead of firing again — the same guarantee as any input.
 //
-// How they fire: the processor looks every TimerInterval (wall clock) at the
-// keys of its partitions (a Goka visit) and, for a key with due timers, sends
-// a kitpb.Tick carrying the partition's stream time and the wall clock to
-// <group>-timers under the key. The tick, not the look, decides what fires, so
+// How they fire: the processor keeps, per partition, an index of its keys'
+// timers by due time, and looks every TimerInterval (wall clock) at the top of
+// it; for a key with due timers it sends a kitpb.Tick carrying the
+// partition's stream time and the wall clock to <group>-timers under the key
+// (at most TimerBatch ticks in flight per partition). The tick, not the look, decides what fires, so
 // a replay fires the same timers. Stream-time timers fire on the stream time
 // of the key's partition when the tick was sent: the highest event time the
 // instance has applied there (see EventTime), or the wall clock once the
@@ -189,7 +195,7 @@ func (g *Group[S, PS]) onKitTimer(prefix string, handle func(c *Context[S, PS], 
 }
 
 // useTimers adds the timer edges once: the timer topic as an input (ticks run
-// as records) and as an output (the visit sends them), and the visit.
+// as records). The ticks are sent by the processor's timer driver.
 func (g *Group[S, PS]) useTimers() {
 	if g.timers {
 		return
@@ -200,37 +206,7 @@ func (g *Group[S, PS]) useTimers() {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s uses timers but its declaration names no timer topic: declare topology.TimersTopic(%q, ...) and set Timers: %q", g.name, g.name, topology.TimersTopicName(g.name)))
 		return
 	}
-	g.edges = append(g.edges,
-		goka.Input(goka.Stream(topic), codecs.For[kitpb.Tick](), wrap(g, g.fireDue, nil)),
-		goka.Output(goka.Stream(topic), codecs.For[kitpb.Tick]()),
-		goka.Visitor(timerVisitor, g.visitTimers),
-	)
-}
-
-// visitTimers sends a tick for the key if any of its timers is due. It changes
-// nothing: the tick does the work where the kit records it.
-func (g *Group[S, PS]) visitTimers(gctx goka.Context, meta any) {
-	wallMs, _ := meta.(int64)
-	env, _ := gctx.Value().(*kitpb.Envelope)
-	if len(env.GetTimers()) == 0 {
-		return
-	}
-	wall := time.UnixMilli(wallMs)
-	streamMs := g.clock.now(gctx.Partition(), wall)
-	due := false
-	for _, t := range env.GetTimers() {
-		due = due || isDue(t, streamMs, wallMs)
-	}
-	if !due || !g.pending.send(gctx.Key(), wall, g.rt.timerEvery) {
-		return
-	}
-	tick, err := marshalOpts.Marshal(&kitpb.Tick{Name: timerVisitor, NowMs: wallMs, StreamMs: streamMs, WallMs: wallMs})
-	if err != nil {
-		g.log.Error("encoding timer tick", "err", err)
-		return
-	}
-	timerTicks.WithLabelValues(g.name).Inc()
-	gctx.Emit(goka.Stream(g.decl.Timers), gctx.Key(), tick)
+	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[kitpb.Tick](), wrap(g, g.fireDue, nil)))
 }
 
 func isDue(t *kitpb.Timer, streamMs, wallMs int64) bool {
@@ -247,7 +223,7 @@ func isDue(t *kitpb.Timer, streamMs, wallMs int64) bool {
 // fire, oldest first. Timers their handlers set meanwhile wait for the next
 // tick, so a handler that re-arms itself cannot loop.
 func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
-	g.pending.done(c.Key())
+	c.ticked = true // the index learns the tick was handled (indexTimers)
 	env := c.envelope()
 	var due []*kitpb.Timer
 	for _, t := range env.GetTimers() {
@@ -283,7 +259,7 @@ func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
 			continue
 		}
 		timersFired.WithLabelValues(g.name, tm.Kind.String()).Inc()
-		if err := handle(c, tm); err != nil {
+		if err := callTimer(c, handle, tm); err != nil {
 			timerErrors.WithLabelValues(g.name).Inc()
 			c.Logger().Error("timer handler failed; the timer is consumed", "timer", tm.Name, "at", tm.At.UTC(), "err", err)
 		}
@@ -291,79 +267,141 @@ func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
 	return nil
 }
 
-// pendingTicks remembers the keys a tick was sent for and not yet handled, so
-// a slow partition is not sent one tick per look. An entry older than the
-// resend time is sent again (the tick may have gone to a previous owner of
-// the partition).
-type pendingTicks struct {
-	mu   sync.Mutex
-	sent map[string]time.Time
-}
-
-func (p *pendingTicks) send(key string, wall time.Time, every time.Duration) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sent == nil {
-		p.sent = map[string]time.Time{}
-	}
-	if at, ok := p.sent[key]; ok && wall.Sub(at) < resendAfter(every) && !wall.Before(at) {
-		return false
-	}
-	p.sent[key] = wall
-	return true
-}
-
-func (p *pendingTicks) done(key string) {
-	p.mu.Lock()
-	delete(p.sent, key)
-	p.mu.Unlock()
-}
-
-// prune forgets ticks too old to wait for, keeping the map bounded by the
-// keys with due timers.
-func (p *pendingTicks) prune(wall time.Time, every time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, at := range p.sent {
-		if wall.Sub(at) >= resendAfter(every) {
-			delete(p.sent, k)
-		}
-	}
-}
-
 func resendAfter(every time.Duration) time.Duration { return max(10*every, 10*time.Second) }
 
 // timerDriver runs the looks for due timers of a processor.
 type timerDriver struct {
-	every   time.Duration
-	now     func() time.Time
-	pending *pendingTicks
-	auto    bool // run by itself (not under Tester, where tests call FireTimers)
-	guard   *visitGuard
+	name      string
+	every     time.Duration
+	batch     int
+	now       func() time.Time
+	streamNow func(partition int32, wall time.Time) int64
+	idx       *timerIndex
+	auto      bool // run by itself (not under Tester, where tests call FireTimers)
+	log       *slog.Logger
+
+	mu         sync.Mutex
+	emitter    *goka.Emitter // the ticks' producer; nil while not running
+	newEmitter func() (*goka.Emitter, error)
 }
 
-// FireTimers looks once at every key of the partitions this instance owns and
-// sends a tick for each key with due timers (the processor does this every
-// TimerInterval by itself, except under Tester, where tests call it). The
-// ticks are handled asynchronously, as records.
-func (p *Processor) FireTimers(ctx context.Context) error {
+// start builds the ticks' producer.
+func (d *timerDriver) start() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.emitter != nil {
+		return nil
+	}
+	em, err := d.newEmitter()
+	if err != nil {
+		return fmt.Errorf("group %s: building the timer ticks' producer: %w", d.name, err)
+	}
+	d.emitter = em
+	return nil
+}
+
+// stop flushes and closes the ticks' producer.
+func (d *timerDriver) stop() {
+	d.mu.Lock()
+	em := d.emitter
+	d.emitter = nil
+	d.mu.Unlock()
+	if em != nil {
+		if err := em.Finish(); err != nil {
+			d.log.Warn("closing the timer ticks' producer", "err", err)
+		}
+	}
+}
+
+// TimerStats counts the processor's looks for due timers since it was built.
+type TimerStats struct {
+	Looks int64
+	// KeysRead is how many keys the looks examined: keys with due timers
+	// (and keys whose tick was lost and is sent again). A look at keys whose
+	// timers are not due reads none.
+	KeysRead int64
+	// TicksSent is how many ticks the looks sent.
+	TicksSent int64
+	// Rebuilds is how many times a partition's index was built from its
+	// local store (once per partition assigned or recovered).
+	Rebuilds int64
+	// Indexed is how many keys with timers the index holds now.
+	Indexed int
+}
+
+// TimerStats returns the counters of the processor's looks for due timers.
+func (p *Processor) TimerStats() TimerStats {
 	if p.timers == nil {
+		return TimerStats{}
+	}
+	x := p.timers.idx
+	st := TimerStats{Looks: x.looks.Load(), KeysRead: x.keysRead.Load(), TicksSent: x.ticksSent.Load(), Rebuilds: x.rebuilt.Load()}
+	for _, pt := range x.partitions() {
+		st.Indexed += pt.size()
+	}
+	return st
+}
+
+// FireTimers looks once at the due-time index of every partition this
+// instance processes and sends a tick for each key with due timers (the
+// processor does this every TimerInterval by itself, except under Tester,
+// where tests call it). It reads no table value: its cost is the number of
+// due keys, at most TimerBatch ticks in flight per partition; the rest wait
+// for the next look. The ticks are handled asynchronously, as records.
+func (p *Processor) FireTimers(ctx context.Context) error {
+	d := p.timers
+	if d == nil {
 		return fmt.Errorf("group %s: %w", p.name, ErrNoTimers)
 	}
-	wall := p.timers.now()
-	p.timers.pending.prune(wall, p.timers.every)
-	if err := p.p.VisitAll(ctx, timerVisitor, wall.UnixMilli()); err != nil {
-		return fmt.Errorf("group %s: firing timers: %w", p.name, err)
+	d.mu.Lock()
+	em := d.emitter
+	d.mu.Unlock()
+	if em == nil {
+		return fmt.Errorf("group %s: firing timers: the processor is not running", p.name)
+	}
+	wall := d.now()
+	wallMs := wall.UnixMilli()
+	sentMs := max(wallMs, 1) // 0 means "no tick in flight"
+	resendBefore := wallMs - resendAfter(d.every).Milliseconds()
+	d.idx.looks.Add(1)
+	for part, pt := range d.idx.partitions() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if pt.size() == 0 {
+			continue
+		}
+		streamMs := d.streamNow(part, wall)
+		keys, read := pt.due(streamMs, wallMs, sentMs, resendBefore, d.batch)
+		d.idx.keysRead.Add(int64(read))
+		if len(keys) == 0 {
+			continue
+		}
+		// Sent outside the index's lock: under Tester, a send handles the
+		// tick before it returns.
+		tick := &kitpb.Tick{Name: tickName, NowMs: wallMs, StreamMs: streamMs, WallMs: wallMs}
+		for _, key := range keys {
+			prom, err := em.Emit(key, tick)
+			if err != nil {
+				d.log.Error("encoding timer tick", "err", err)
+				continue // the key's tick counts as lost and is sent again
+			}
+			prom.Then(func(err error) {
+				if err != nil {
+					d.log.Warn("sending timer tick failed; it is sent again later", "key", key, "err", err)
+				}
+			})
+		}
+		d.idx.ticksSent.Add(int64(len(keys)))
+		timerTicks.WithLabelValues(p.name).Add(float64(len(keys)))
 	}
 	return nil
 }
 
-// driveTimers calls FireTimers every interval until stop is closed, skipping
-// ticks while the processor is not running all its partitions or a rebalance
-// is under way. It does not block on Goka's WaitForReady, which can hang after
-// a start-up rebalance. A look in progress runs with visitCtx, which outlives
-// stop (see Processor.Run).
-func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) {
+// driveTimers calls FireTimers every interval until stop is closed. A look
+// reads only the index, never Goka's partitions, so it needs no pause during
+// rebalances: a partition that is not (yet) processing here has no index.
+func (p *Processor) driveTimers(stop <-chan struct{}) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
 	for {
@@ -371,15 +409,7 @@ func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) 
 		case <-stop:
 			return
 		case <-t.C:
-			// Only while every partition runs: a look at partitions still
-			// recovering would wait on them, and a rebalance meanwhile would
-			// abort it (see visitGuard).
-			if !p.p.Recovered() || !p.timers.guard.enter() {
-				continue // look at the next tick
-			}
-			err := p.FireTimers(visitCtx)
-			p.timers.guard.leave()
-			if err != nil && visitCtx.Err() == nil {
+			if err := p.FireTimers(context.Background()); err != nil {
 				p.log.Warn("looking for due timers failed; retrying next interval", "err", err)
 			}
 		}
@@ -392,10 +422,15 @@ func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) 
 func MaxTimers(n int) Opt { return func(c *runConfig) { c.maxTimers = n } }
 
 // TimerInterval sets how often the processor looks for due timers (default
-// DefaultTimerInterval). Each look visits every key of the instance's
-// partitions, so a group with many keys and coarse timers (minutes) should look
-// less often; a timer fires up to one interval late.
+// DefaultTimerInterval). A look reads only the due-time index, so it costs the
+// due timers, not the keys; a timer fires up to one interval late.
 func TimerInterval(d time.Duration) Opt { return func(c *runConfig) { c.timerEvery = d } }
+
+// TimerBatch sets how many ticks may be in flight per partition (default
+// DefaultTimerBatch): when many timers fall due at once, each look sends at
+// most this many per partition, so the ticks queued ahead of a partition's
+// input stay short, and the rest follow in later looks.
+func TimerBatch(n int) Opt { return func(c *runConfig) { c.timerBatch = n } }
 
 // IdleStreamTime makes a partition that has processed no record for d of wall
 // clock time have its stream time advanced to the wall clock (default: never;

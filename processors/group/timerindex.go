@@ -1,0 +1,599 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lovoo/goka/storage"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/fencestream/fencestream/codecs/kitpb"
+)
+
+// The due-time index: per partition this instance processes, every key with
+// timers and the earliest due time of its stream-clock and of its wall-clock
+// timers, in one min-heap per clock. A look reads the heaps' tops, so it
+// costs the timers that are due, not the keys that are held.
+//
+// Invariant: for a partition whose index is installed, the index holds, per
+// key, the earliest due time per clock of the timers in the key's stored
+// envelope. It is built once, when the partition's table has recovered (a
+// scan of the partition's local store), and kept by every write of the
+// partition's envelopes that changes its timers (Context.commit); nothing
+// else writes a processing partition's table. A partition that is not
+// installed (recovering, a hot standby) is not looked at.
+
+// noDue marks a clock a key has no timer on.
+const noDue = math.MaxInt64
+
+const (
+	clockStream = 0
+	clockWall   = 1
+)
+
+// keySlot is one key of a partition's index.
+type keySlot struct {
+	key string
+	due [2]int64 // earliest due time per clock, Unix ms; noDue if none
+	pos [2]int32 // position in the clock's heap; -1 when not in it
+	// sentMs is when a tick was sent for the key and not yet handled (0:
+	// none). A key with a tick in flight is in neither heap.
+	sentMs int64
+	gen    uint32 // bumped when the slot is reused, so stale flights are known
+}
+
+// hent is a heap entry: at is never after its key's due time on the heap's
+// clock (it is earlier after a move later, until corrected at the top).
+type hent struct {
+	at   int64
+	slot int32
+}
+
+// flight is a tick in flight, oldest first in partTimers.flights.
+type flight struct {
+	slot   int32
+	gen    uint32
+	sentMs int64
+}
+
+// partTimers is the index of one partition. Its methods lock it: commits of
+// the partition's callbacks and the timer driver's looks meet here.
+type partTimers struct {
+	mu      sync.Mutex
+	slots   map[string]int32
+	keys    []keySlot
+	free    []int32
+	heaps   [2][]hent // per clock, a min-heap by at
+	flights []flight
+	nFlying int
+}
+
+func newPartTimers() *partTimers { return &partTimers{slots: map[string]int32{}} }
+
+// earliest is the earliest due time per clock of timers.
+func earliest(timers []*kitpb.Timer) (due [2]int64, any bool) {
+	due = [2]int64{noDue, noDue}
+	for _, t := range timers {
+		if c, ok := clockOf(t.GetKind()); ok {
+			due[c] = min(due[c], t.GetAtMs())
+			any = true
+		}
+	}
+	return due, any
+}
+
+func clockOf(k kitpb.TimerKind) (int, bool) {
+	switch k {
+	case kitpb.TimerKind_TIMER_KIND_STREAM:
+		return clockStream, true
+	case kitpb.TimerKind_TIMER_KIND_WALL:
+		return clockWall, true
+	}
+	return 0, false
+}
+
+// set records that key's timers are now timers (none: the key leaves the
+// index).
+func (p *partTimers) set(key string, timers []*kitpb.Timer) {
+	due, ok := earliest(timers)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setLocked(key, due, ok)
+}
+
+func (p *partTimers) setLocked(key string, due [2]int64, ok bool) {
+	id, have := p.slots[key]
+	if !ok {
+		if have {
+			p.removeLocked(id)
+		}
+		return
+	}
+	if !have {
+		id = p.alloc(key)
+	}
+	s := &p.keys[id]
+	s.due = due
+	if s.sentMs != 0 {
+		return // back in the heaps when its tick is handled (or resent)
+	}
+	for c := range 2 {
+		p.place(id, c)
+	}
+}
+
+// remove takes key out of the index (its value was deleted).
+func (p *partTimers) remove(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id, ok := p.slots[key]; ok {
+		p.removeLocked(id)
+	}
+}
+
+func (p *partTimers) removeLocked(id int32) {
+	s := &p.keys[id]
+	for c := range 2 {
+		if s.pos[c] >= 0 {
+			p.heapRemove(c, s.pos[c])
+		}
+	}
+	if s.sentMs != 0 {
+		p.nFlying--
+	}
+	delete(p.slots, s.key)
+	*s = keySlot{pos: [2]int32{-1, -1}, gen: s.gen + 1}
+	p.free = append(p.free, id)
+}
+
+func (p *partTimers) alloc(key string) int32 {
+	var id int32
+	if n := len(p.free); n > 0 {
+		id = p.free[n-1]
+		p.free = p.free[:n-1]
+		p.keys[id].key = key
+	} else {
+		id = int32(len(p.keys))
+		p.keys = append(p.keys, keySlot{key: key, pos: [2]int32{-1, -1}})
+	}
+	p.slots[key] = id
+	return id
+}
+
+// place puts slot id in (or moves it within, or takes it out of) clock c's
+// heap according to its due time. A timer moved later keeps its heap entry
+// where it is: the entry is corrected when it reaches the top (due), so the
+// common move — a key re-arming its timer on every input — costs no heap
+// work on the input's path.
+func (p *partTimers) place(id int32, c int) {
+	s := &p.keys[id]
+	switch {
+	case s.due[c] == noDue && s.pos[c] >= 0:
+		p.heapRemove(c, s.pos[c])
+	case s.due[c] == noDue:
+	case s.pos[c] < 0:
+		p.heaps[c] = append(p.heaps[c], hent{at: s.due[c], slot: id})
+		s.pos[c] = int32(len(p.heaps[c]) - 1)
+		p.up(c, int(s.pos[c]))
+	case s.due[c] < p.heaps[c][s.pos[c]].at:
+		p.heaps[c][s.pos[c]].at = s.due[c]
+		p.up(c, int(s.pos[c]))
+	}
+}
+
+// handled notes that the tick sent for key has been handled: the key is
+// looked at again (set, called with what the tick left, follows it).
+func (p *partTimers) handled(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.slots[key]
+	if !ok || p.keys[id].sentMs == 0 {
+		return
+	}
+	p.land(id)
+}
+
+// land ends slot id's flight and puts it back in the heaps.
+func (p *partTimers) land(id int32) {
+	p.keys[id].sentMs = 0
+	p.nFlying--
+	for c := range 2 {
+		p.place(id, c)
+	}
+}
+
+// due takes up to budget keys due by streamMs (stream clock) and wallMs
+// (wall clock) out of the heaps, marks their ticks in flight at nowMs, and
+// returns them. Ticks in flight since before resendBefore count as lost
+// (sent to a previous owner of the partition, or failed) and their keys are
+// due again. The second result is how many keys it read.
+func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int) (keys []string, read int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Lost ticks: the oldest flights first. Flights of handled or removed
+	// keys are dropped on the way.
+	n := 0
+	for ; n < len(p.flights); n++ {
+		f := p.flights[n]
+		s := &p.keys[f.slot]
+		if s.gen != f.gen || s.sentMs != f.sentMs {
+			continue // handled, resent or removed since
+		}
+		if f.sentMs > resendBefore {
+			break
+		}
+		read++
+		p.land(f.slot)
+	}
+	p.flights = p.flights[n:]
+	if len(p.flights) > 2*p.nFlying+64 {
+		p.compactFlights()
+	}
+	bounds := [2]int64{streamMs, wallMs}
+	// Entries of timers moved later are corrected as they come up, at most
+	// a few batches' worth per look, so a look never holds the partition's
+	// index long (after a jump of stream time, say); the rest wait.
+	fixes := 0
+	for c := range 2 {
+		h := &p.heaps[c]
+		for len(*h) > 0 && p.nFlying < batch && fixes < 4*batch {
+			top := (*h)[0]
+			if top.at > bounds[c] {
+				break
+			}
+			id := top.slot
+			s := &p.keys[id]
+			if s.due[c] > top.at { // moved later since: put it where it belongs
+				(*h)[0].at = s.due[c]
+				p.down(c, 0)
+				fixes++
+				continue
+			}
+			read++
+			for cc := range 2 {
+				if s.pos[cc] >= 0 {
+					p.heapRemove(cc, s.pos[cc])
+				}
+			}
+			s.sentMs = nowMs
+			p.nFlying++
+			p.flights = append(p.flights, flight{slot: id, gen: s.gen, sentMs: nowMs})
+			keys = append(keys, s.key)
+		}
+	}
+	return keys, read
+}
+
+func (p *partTimers) compactFlights() {
+	kept := p.flights[:0]
+	for _, f := range p.flights {
+		if s := &p.keys[f.slot]; s.gen == f.gen && s.sentMs == f.sentMs {
+			kept = append(kept, f)
+		}
+	}
+	p.flights = append([]flight(nil), kept...)
+}
+
+// hasStream reports whether any key waits on the stream clock (so the look
+// needs the partition's stream time).
+func (p *partTimers) hasStream() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.heaps[clockStream]) > 0
+}
+
+// size is the number of keys indexed.
+func (p *partTimers) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.slots)
+}
+
+// less orders a clock's heap by due time, then key, so keys due together
+// are sent ticks in the same order every time.
+func (p *partTimers) less(c, i, j int) bool {
+	h := p.heaps[c]
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return p.keys[h[i].slot].key < p.keys[h[j].slot].key
+}
+
+func (p *partTimers) swap(c, i, j int) {
+	h := p.heaps[c]
+	h[i], h[j] = h[j], h[i]
+	p.keys[h[i].slot].pos[c] = int32(i)
+	p.keys[h[j].slot].pos[c] = int32(j)
+}
+
+func (p *partTimers) up(c, i int) bool {
+	moved := false
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !p.less(c, i, parent) {
+			break
+		}
+		p.swap(c, i, parent)
+		i, moved = parent, true
+	}
+	return moved
+}
+
+func (p *partTimers) down(c, i int) {
+	n := len(p.heaps[c])
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && p.less(c, r, l) {
+			m = r
+		}
+		if !p.less(c, m, i) {
+			return
+		}
+		p.swap(c, i, m)
+		i = m
+	}
+}
+
+func (p *partTimers) heapRemove(c int, at int32) {
+	h := p.heaps[c]
+	i, last := int(at), len(h)-1
+	removed := h[i].slot
+	if i != last {
+		p.swap(c, i, last)
+	}
+	p.heaps[c] = h[:last]
+	p.keys[removed].pos[c] = -1
+	if i != last {
+		if !p.up(c, i) {
+			p.down(c, i)
+		}
+	}
+}
+
+// timerIndex is a processor's due-time index: one partTimers per partition
+// it processes.
+type timerIndex struct {
+	table string // the group table topic: only its stores are indexed
+	log   *slog.Logger
+
+	mu     sync.RWMutex
+	parts  map[int32]*partTimers
+	active map[int32]bool // the current assignment (Goka's rebalance callback)
+
+	// Counters the tests and benchmarks read (Processor.TimerStats).
+	looks, keysRead, ticksSent, rebuilt atomic.Int64
+}
+
+func newTimerIndex(table string, log *slog.Logger) *timerIndex {
+	return &timerIndex{table: table, log: log, parts: map[int32]*partTimers{}, active: map[int32]bool{}}
+}
+
+// assigned records the partitions this instance processes from now on (a
+// rebalance); hot standbys are not among them and are never indexed.
+func (x *timerIndex) assigned(parts map[int32]int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.active = make(map[int32]bool, len(parts))
+	for p := range parts {
+		x.active[p] = true
+	}
+}
+
+func (x *timerIndex) part(p int32) *partTimers {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.parts[p]
+}
+
+// partitions returns the installed partitions' indexes.
+func (x *timerIndex) partitions() map[int32]*partTimers {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[int32]*partTimers, len(x.parts))
+	for p, pt := range x.parts {
+		out[p] = pt
+	}
+	return out
+}
+
+// set and remove keep the index of partition p after a write of key's
+// envelope; a partition that is not installed is not processed here.
+func (x *timerIndex) set(p int32, key string, timers []*kitpb.Timer) {
+	if pt := x.part(p); pt != nil {
+		pt.set(key, timers)
+	}
+}
+
+func (x *timerIndex) remove(p int32, key string) {
+	if pt := x.part(p); pt != nil {
+		pt.remove(key)
+	}
+}
+
+// handled notes that the tick of key on partition p was handled.
+func (x *timerIndex) handled(p int32, key string) {
+	if pt := x.part(p); pt != nil {
+		pt.handled(key)
+	}
+}
+
+// storageBuilder wraps the group table's stores so each partition's index is
+// built from its store once it has recovered, and dropped when it closes.
+func (x *timerIndex) storageBuilder(inner storage.Builder) storage.Builder {
+	return func(topic string, partition int32) (storage.Storage, error) {
+		st, err := inner(topic, partition)
+		if err != nil || topic != x.table {
+			return st, err
+		}
+		return &indexedStorage{Storage: st, idx: x, partition: partition}, nil
+	}
+}
+
+// indexedStorage is a partition's store of the group table that builds the
+// partition's timer index when Goka marks it recovered.
+type indexedStorage struct {
+	storage.Storage
+	idx       *timerIndex
+	partition int32
+	built     *partTimers
+}
+
+func (s *indexedStorage) MarkRecovered() error {
+	if err := s.Storage.MarkRecovered(); err != nil {
+		return err
+	}
+	x := s.idx
+	x.mu.RLock()
+	active := x.active[s.partition]
+	x.mu.RUnlock()
+	if !active {
+		return nil // a hot standby or recover-ahead copy: nothing fires here
+	}
+	// Goka starts the partition's callbacks only after this returns, so no
+	// write of the partition's envelopes races the scan.
+	pt, n, bad, err := scanTimers(s.Storage)
+	if err != nil {
+		return fmt.Errorf("building the timer index of partition %d: %w", s.partition, err)
+	}
+	if bad > 0 {
+		x.log.Warn("timer index: table values that are not envelopes were skipped", "partition", s.partition, "values", bad)
+	}
+	x.mu.Lock()
+	x.parts[s.partition] = pt
+	x.mu.Unlock()
+	s.built = pt
+	x.rebuilt.Add(1)
+	x.log.Debug("timer index built", "partition", s.partition, "keys_scanned", n, "keys_with_timers", pt.size())
+	return nil
+}
+
+func (s *indexedStorage) Close() error {
+	if s.built != nil {
+		x := s.idx
+		x.mu.Lock()
+		if x.parts[s.partition] == s.built {
+			delete(x.parts, s.partition)
+		}
+		x.mu.Unlock()
+		s.built = nil
+	}
+	return s.Storage.Close()
+}
+
+// scanTimers builds a partition's index from every value of its store. It
+// reads only the envelopes' timers (field 5), not the state, cursors or
+// outputs.
+func scanTimers(st storage.Storage) (pt *partTimers, n, bad int, err error) {
+	it, err := st.Iterator()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer it.Release()
+	pt = newPartTimers()
+	for it.Next() {
+		key := it.Key()
+		if string(key) == offsetStorageKey {
+			continue
+		}
+		v, err := it.Value()
+		if err != nil {
+			return nil, n, bad, fmt.Errorf("reading %q: %w", key, err)
+		}
+		n++
+		due, ok, err := envelopeDue(v)
+		if err != nil {
+			bad++
+			continue
+		}
+		if ok {
+			pt.setLocked(string(key), due, true)
+		}
+	}
+	return pt, n, bad, it.Err()
+}
+
+// offsetStorageKey is where Goka's stores (and statestore's) keep the
+// table offset; it is not a key of the table.
+const offsetStorageKey = "__offset"
+
+// envelopeDue reads the earliest due time per clock of an encoded envelope's
+// timers without decoding the rest. Values it does not recognise byte by byte
+// are decoded in full.
+func envelopeDue(v []byte) (due [2]int64, ok bool, err error) {
+	if !bytes.HasPrefix(v, envelopeMagic) {
+		env, err := decodeEnvelope(v)
+		if err != nil {
+			return due, false, err
+		}
+		due, ok = earliest(env.GetTimers())
+		return due, ok, nil
+	}
+	due = [2]int64{noDue, noDue}
+	b := v[len(envelopeMagic):]
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return due, false, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 5 && typ == protowire.BytesType { // Envelope.timers
+			t, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return due, false, protowire.ParseError(n)
+			}
+			b = b[n:]
+			at, kind, err := timerFields(t)
+			if err != nil {
+				return due, false, err
+			}
+			if c, known := clockOf(kind); known {
+				due[c], ok = min(due[c], at), true
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return due, false, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return due, ok, nil
+}
+
+// timerFields reads at_ms (2) and kind (3) of an encoded kitpb.Timer.
+func timerFields(b []byte) (at int64, kind kitpb.TimerKind, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == 2 || num == 3) {
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, protowire.ParseError(n)
+			}
+			b = b[n:]
+			if num == 2 {
+				at = int64(x)
+			} else {
+				kind = kitpb.TimerKind(int32(x))
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return at, kind, nil
+}

@@ -1,0 +1,353 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"hash"
+	"log/slog"
+	"math/rand/v2"
+	goruntime "runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/statestore"
+)
+
+// model is what the index must agree with: each key's timers.
+type model map[string][]*kitpb.Timer
+
+func (m model) due(streamMs, wallMs int64) []string {
+	var out []string
+	for k, ts := range m {
+		for _, t := range ts {
+			if isDue(t, streamMs, wallMs) {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The index against a model under random sets, moves, cancels, removals and
+// looks: a look returns exactly the keys with a due timer (each once until
+// its tick is handled), and a lost tick is sent again.
+func TestTimerIndexAgreesWithTheTimers(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	pt, m := newPartTimers(), model{}
+	for round := range 2000 {
+		for range 20 {
+			k := fmt.Sprintf("k%d", r.IntN(200))
+			switch r.IntN(5) {
+			case 0:
+				pt.remove(k)
+				delete(m, k)
+			case 1:
+				pt.set(k, nil)
+				delete(m, k)
+			default:
+				var ts []*kitpb.Timer
+				for i := range r.IntN(3) + 1 {
+					ts = append(ts, &kitpb.Timer{Name: fmt.Sprint(i), AtMs: int64(r.IntN(1000)), Kind: kitpb.TimerKind(1 + r.IntN(2))})
+				}
+				pt.set(k, ts)
+				m[k] = ts
+			}
+		}
+		streamMs, wallMs := int64(r.IntN(1000)), int64(r.IntN(1000))
+		got, read := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30)
+		slices.Sort(got)
+		want := m.due(streamMs, wallMs)
+		if !slices.Equal(got, want) || read != len(want) {
+			t.Fatalf("round %d: due %v (read %d), want %v", round, got, read, want)
+		}
+		if again, _ := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30); len(again) != 0 {
+			t.Fatalf("round %d: ticks in flight sent again at once: %v", round, again)
+		}
+		// Half the ticks are handled (the handler fires the due timers);
+		// the other half are lost and sent again once overdue.
+		for i, k := range got {
+			if i%2 == 1 {
+				continue
+			}
+			kept := slices.DeleteFunc(slices.Clone(m[k]), func(t *kitpb.Timer) bool { return isDue(t, streamMs, wallMs) })
+			m[k] = kept
+			pt.set(k, kept)
+			pt.handled(k)
+			if len(kept) == 0 {
+				delete(m, k)
+			}
+		}
+		lost, _ := pt.due(streamMs, wallMs, int64(round+2), int64(round+1), 1<<30)
+		slices.Sort(lost)
+		if want := m.due(streamMs, wallMs); !slices.Equal(lost, want) {
+			t.Fatalf("round %d: resent %v, want %v", round, lost, want)
+		}
+		for _, k := range lost {
+			pt.handled(k)
+		}
+		if pt.size() != len(m) {
+			t.Fatalf("round %d: index holds %d keys, model %d", round, pt.size(), len(m))
+		}
+	}
+}
+
+func TestTimerIndexBatchBoundsTicksInFlight(t *testing.T) {
+	pt := newPartTimers()
+	for i := range 10 {
+		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+	}
+	first, _ := pt.due(0, 100, 1, 0, 4)
+	if len(first) != 4 {
+		t.Fatalf("first look sent %d, batch 4", len(first))
+	}
+	if more, _ := pt.due(0, 100, 1, 0, 4); len(more) != 0 {
+		t.Fatalf("sent %v with 4 in flight", more)
+	}
+	pt.handled(first[0])
+	pt.set(first[0], nil)
+	if more, _ := pt.due(0, 100, 1, 0, 4); len(more) != 1 || more[0] != "4" {
+		t.Fatalf("after one handled: %v, want [4]", more)
+	}
+}
+
+func TestEnvelopeDueReadsOnlyTheTimers(t *testing.T) {
+	env := &kitpb.Envelope{State: []byte("state"), HasState: true,
+		Cursors: []*kitpb.Cursor{{Topic: "in", Partition: 3, Offset: 9, Seq: 9, Recent: []uint64{1, 2}}},
+		Sent:    []*kitpb.Sent{{Topic: "in", Partition: 3, Seq: 9, Outputs: []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte("v")}}}},
+		Timers: []*kitpb.Timer{{Name: "a", AtMs: 50, Kind: kitpb.TimerKind_TIMER_KIND_STREAM}, {Name: "b", AtMs: 20, Kind: kitpb.TimerKind_TIMER_KIND_STREAM},
+			{Name: "c", AtMs: 70, Kind: kitpb.TimerKind_TIMER_KIND_WALL}}}
+	b, err := encodeEnvelope(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, ok, err := envelopeDue(b)
+	if err != nil || !ok || due != [2]int64{20, 70} {
+		t.Fatalf("due %v ok %v err %v", due, ok, err)
+	}
+	if _, ok, err := envelopeDue([]byte("bare state")); err != nil || ok {
+		t.Fatalf("bare state: ok %v err %v", ok, err)
+	}
+	if _, _, err := envelopeDue(append(append([]byte(nil), envelopeMagic...), 0xff)); err == nil {
+		t.Fatal("a broken envelope read without error")
+	}
+}
+
+// benchIndex is a partition index of n keys, each with one stream timer not
+// due before an hour (a fleet of devices each waiting for its silence).
+func benchIndex(n int) *partTimers {
+	pt := newPartTimers()
+	for i := range n {
+		pt.set(fmt.Sprintf("device-%07d", i), []*kitpb.Timer{{Name: "silence", AtMs: time.Hour.Milliseconds() + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}})
+	}
+	return pt
+}
+
+const benchKeys = 1_000_000
+
+// BenchmarkTimerIndex: the due-time index at 1,000,000 keys with a timer each.
+//   - idle-look: a look with nothing due (what every TimerInterval costs);
+//   - move: one key's timer moved (what a ping that re-arms its silence
+//     timer adds to its commit);
+//   - burst-look: one look's batch (DefaultTimerBatch ticks) out of
+//     1,000,000 due at once, the longest the look holds a partition's index;
+//   - rebuild: building the index from a store (per key), at assignment.
+//
+// bytes/key is the heap the index holds per key, from the runtime's counts.
+func BenchmarkTimerIndex(b *testing.B) {
+	b.Run("idle-look", func(b *testing.B) {
+		pt := benchIndex(benchKeys)
+		c0 := cpuNs(b)
+		for b.Loop() {
+			if keys, _ := pt.due(0, 0, 1, 0, DefaultTimerBatch); len(keys) != 0 {
+				b.Fatal("due")
+			}
+		}
+		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("move", func(b *testing.B) {
+		pt := benchIndex(benchKeys)
+		r := rand.New(rand.NewPCG(1, 2))
+		ts := []*kitpb.Timer{{Name: "silence", Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}
+		keys := make([]string, 1<<16)
+		for j := range keys {
+			keys[j] = fmt.Sprintf("device-%07d", r.IntN(benchKeys))
+		}
+		i := 0
+		c0 := cpuNs(b)
+		for b.Loop() {
+			ts[0].AtMs = 2*time.Hour.Milliseconds() + int64(i)
+			pt.set(keys[i&(len(keys)-1)], ts)
+			i++
+		}
+		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("burst-look", func(b *testing.B) {
+		pt := benchIndex(benchKeys)
+		now := int64(2 * time.Hour.Milliseconds())
+		var sent []string
+		var cpu int64
+		for b.Loop() {
+			if len(sent) == 0 || pt.size() == 0 {
+				b.StopTimer()
+				pt = benchIndex(benchKeys)
+				b.StartTimer()
+			}
+			b.StopTimer()
+			for _, k := range sent { // the previous batch was handled
+				pt.set(k, nil)
+			}
+			b.StartTimer()
+			c0 := cpuNs(b)
+			sent, _ = pt.due(now, now, now, 0, DefaultTimerBatch)
+			cpu += cpuNs(b) - c0
+		}
+		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("rebuild", func(b *testing.B) {
+		sb, err := statestore.Builder(statestore.Memory, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := sb("bench-table", 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		const n = 100_000
+		for i := range n {
+			v, _ := encodeEnvelope(&kitpb.Envelope{State: make([]byte, 94), HasState: true,
+				Cursors: []*kitpb.Cursor{{Topic: "pings", Partition: 1, Offset: int64(i), Seq: uint64(i), Recent: make([]uint64, 31)}},
+				Timers:  []*kitpb.Timer{{Name: "silence", AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}})
+			if err := st.Set(fmt.Sprintf("device-%07d", i), v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c0 := cpuNs(b)
+		for b.Loop() {
+			if pt, _, _, err := scanTimers(st); err != nil || pt.size() != n {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N)/n, "cpu-ns/key")
+	})
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+			var before, after goruntime.MemStats
+			goruntime.GC()
+			goruntime.ReadMemStats(&before)
+			pt := benchIndex(benchKeys)
+			goruntime.GC()
+			goruntime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/benchKeys, "bytes/key")
+			goruntime.KeepAlive(pt)
+		}
+	})
+}
+
+// cpuNs is the process's CPU time so far (user + system), in nanoseconds:
+// what a benchmark on a loaded machine can still measure.
+func cpuNs(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// countingProducer is a producer that only counts what it is given.
+type countingProducer struct{ n int }
+
+func (p *countingProducer) Emit(topic, key string, value []byte) *goka.Promise {
+	return p.EmitWithHeaders(topic, key, value, nil)
+}
+
+func (p *countingProducer) EmitWithHeaders(string, string, []byte, goka.Headers) *goka.Promise {
+	p.n++
+	_, finish := goka.NewPromiseWithFinisher()
+	return finish(&sarama.ProducerMessage{}, nil)
+}
+
+func (p *countingProducer) Close() error { return nil }
+
+// benchProcessor is a processor's timer driver over 24 partitions holding
+// keys keys with a timer each, sending its ticks to prod.
+func benchProcessor(b *testing.B, keys int, prod *countingProducer) *Processor {
+	b.Helper()
+	const parts = 24
+	x := newTimerIndex("bench-table", slog.New(slog.DiscardHandler))
+	for p := range int32(parts) {
+		pt := newPartTimers()
+		for i := p; i < int32(keys); i += parts {
+			pt.set(fmt.Sprintf("device-%07d", i), []*kitpb.Timer{{Name: "silence", AtMs: time.Hour.Milliseconds() + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}})
+		}
+		x.parts[p] = pt
+	}
+	em, err := goka.NewEmitter(nil, "bench-timers", codecs.For[kitpb.Tick](), goka.WithEmitterProducerBuilder(func([]string, string, func() hash.Hash32) (goka.Producer, error) { return prod, nil }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wall time.Time
+	return &Processor{name: "bench", log: x.log, timers: &timerDriver{name: "bench", every: time.Second, batch: DefaultTimerBatch, idx: x, log: x.log, emitter: em,
+		now:       func() time.Time { return wall },
+		streamNow: func(int32, time.Time) int64 { return 0 }}}
+}
+
+// BenchmarkFireTimers is a whole look (FireTimers) of a processor holding
+// 1,000,000 keys with a timer each over 24 partitions: idle, nothing due
+// (what the processor spends every TimerInterval while its fleet is quiet);
+// and burst, all due at once, one look's batches (24 × DefaultTimerBatch
+// ticks), each batch handled before the next look. cpu-ns/op is the
+// process's CPU time per look, which a loaded machine does not inflate.
+func BenchmarkFireTimers(b *testing.B) {
+	b.Run("idle", func(b *testing.B) {
+		prod := &countingProducer{}
+		p := benchProcessor(b, benchKeys, prod)
+		c0 := cpuNs(b)
+		for b.Loop() {
+			if err := p.FireTimers(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N), "cpu-ns/op")
+		if prod.n != 0 {
+			b.Fatalf("%d ticks sent", prod.n)
+		}
+	})
+	b.Run("burst", func(b *testing.B) {
+		prod := &countingProducer{}
+		p := benchProcessor(b, benchKeys, prod)
+		p.timers.streamNow = func(int32, time.Time) int64 { return 3 * time.Hour.Milliseconds() }
+		var cpu int64
+		for b.Loop() {
+			c0 := cpuNs(b)
+			if err := p.FireTimers(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			cpu += cpuNs(b) - c0
+			b.StopTimer()
+			// The ticks are handled: their keys fire and leave the index.
+			for _, pt := range p.timers.idx.partitions() {
+				for _, f := range pt.flights {
+					if s := pt.keys[f.slot]; s.sentMs == f.sentMs && s.gen == f.gen {
+						pt.set(s.key, nil)
+					}
+				}
+			}
+			if p.TimerStats().Indexed == 0 {
+				p = benchProcessor(b, benchKeys, prod)
+				p.timers.streamNow = func(int32, time.Time) int64 { return 3 * time.Hour.Milliseconds() }
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(prod.n)/float64(b.N), "ticks/op")
+	})
+}

@@ -1,0 +1,94 @@
+package group_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group"
+)
+
+// seed writes envelopes straight into the tester's store of the table, as a
+// partition's local store holds them before its processor starts.
+func (h *timerHarness) seed(t *testing.T, envs map[string]*kitpb.Envelope) {
+	t.Helper()
+	st, err := h.tt.StorageBuilder()(topicTab, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, env := range envs {
+		b, err := group.EncodeEnvelope(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Set(k, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lookDelta runs one look and returns what it read and sent.
+func (h *timerHarness) lookDelta(t *testing.T) (read, sent int64, fired []string) {
+	t.Helper()
+	before := h.proc.TimerStats()
+	fired = h.fire(t)
+	after := h.proc.TimerStats()
+	return after.KeysRead - before.KeysRead, after.TicksSent - before.TicksSent, fired
+}
+
+// A timer moved later or cancelled is not looked at, and not fired, at its
+// old time: every write of a key's timers updates the index.
+func TestMovedOrCancelledTimerIsNotFiredAtItsOldTime(t *testing.T) {
+	h := newTimerHarness(t)
+	h.setWall(time.UnixMilli(base).Add(time.Hour)) // stream time is not held back by the wall clock
+	h.ping("moved", 0, base)                       // silence at 1m
+	h.ping("moved", 0, base+30_000)                // moved to 1m30s
+	h.ping("cancel", 0, base)                      // silence at 1m
+	h.ping("cancel", 3, base+1)                    // cancelled
+	h.ping("clock", 0, base+61_000)                // stream time 1m1s; its own timer at 2m1s
+	if read, sent, fired := h.lookDelta(t); read != 0 || sent != 0 || len(fired) != 0 {
+		t.Fatalf("at stream time 1m1s a look read %d keys, sent %d ticks, fired %v: the old times are still indexed", read, sent, fired)
+	}
+	h.ping("clock2", 0, base+91_000) // stream time 1m31s
+	if read, _, fired := h.lookDelta(t); read != 1 || strings.Join(fired, ",") != "moved/silence@1m30s" {
+		t.Fatalf("read %d, fired %v; want only moved's timer at its new time", read, fired)
+	}
+	h.ping("clock3", 0, base+10*60_000)
+	if _, _, fired := h.lookDelta(t); strings.Join(fired, ",") != "clock/silence@2m1s,clock2/silence@2m31s" {
+		t.Fatalf("fired %v; the cancelled timer must never fire", fired)
+	}
+}
+
+// Many timers due at once go out in batches: a look sends at most
+// TimerBatch ticks per partition beyond those still in flight, and the rest
+// follow in later looks, each in due order.
+func TestDueBurstIsSentInBatches(t *testing.T) {
+	const keys, batch = 250, 100
+	h := buildTimerHarness(t, group.TimerBatch(batch))
+	envs := map[string]*kitpb.Envelope{}
+	for i := range keys {
+		envs[fmt.Sprintf("k%03d", i)] = &kitpb.Envelope{Timers: []*kitpb.Timer{
+			{Name: "wall", AtMs: base + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}}}
+	}
+	h.seed(t, envs)
+	h.run(t)
+	h.setWall(time.UnixMilli(base).Add(time.Hour))
+	var all []string
+	for look := 0; len(all) < keys; look++ {
+		_, sent, fired := h.lookDelta(t)
+		if sent > batch {
+			t.Fatalf("look %d sent %d ticks, batch %d", look, sent, batch)
+		}
+		if look > keys/batch+1 {
+			t.Fatalf("after %d looks only %d of %d fired", look, len(all), keys)
+		}
+		all = append(all, fired...)
+	}
+	for i, f := range all {
+		if want := fmt.Sprintf("k%03d/wall@", i); !strings.HasPrefix(f, want) {
+			t.Fatalf("firing %d was %s, want %s... (due order)", i, f, want)
+		}
+	}
+}
