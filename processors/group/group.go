@@ -52,6 +52,7 @@ type runtime struct {
 	now        func() time.Time
 	maxTimers  int
 	timerEvery time.Duration
+	committed  committedFunc // nil: unknown
 }
 
 // New starts a group named like its topology declaration. Its table (when the
