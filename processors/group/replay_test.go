@@ -201,7 +201,10 @@ func TestRedeliveryBeyondTheWindowIsCounted(t *testing.T) {
 	}
 	beyond0, reemitted0 := replayCount(t, "beyond-window"), replayCount(t, "re-emitted")
 	proc := build()
-	runFor(t, proc, "redelivery", func() bool { n, _ := proc.Processed(topicIn); return n == total && endOffsets(t, adm, topicOut) == total+devices*window })
+	runFor(t, proc, "redelivery", func() bool {
+		n, _ := proc.Processed(topicIn)
+		return n == total && endOffsets(t, adm, topicOut) == total+devices*window
+	})
 	if got := h.calls.Load(); got != total {
 		t.Errorf("handler called %d times, want %d", got, total)
 	}
