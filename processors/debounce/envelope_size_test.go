@@ -80,10 +80,10 @@ func (s *sizeStats) report(t *testing.T, what string) (meanShare, p99Share float
 	mean := func(x int) float64 { return float64(x) / n }
 	meanShare = mean(s.sum.total-s.sum.state-s.sum.timers) / mean(s.sum.total)
 	p99Share = float64(p99(s.overheads)) / float64(p99(s.totals))
-	t.Logf("%s: %d values; mean %.0f B = state %.0f + cursors %.0f + outputs %.0f + timers %.0f + framing %.0f; kit overhead mean %.0f B (%.0f%%), p99 envelope %d B, p99 overhead %d B (%.0f%%)",
+	t.Logf("%s: %d values; mean %.0f B = state %.0f + cursors %.0f + outputs %.0f + timers %.0f + framing %.0f; kit overhead mean %.0f B (%.0f%%), p99 envelope %d B, p99 overhead %d B (%.0f%%), max envelope %d B, max overhead %d B",
 		what, s.n, mean(s.sum.total), mean(s.sum.state), mean(s.sum.cursors), mean(s.sum.outputs), mean(s.sum.timers),
 		mean(s.sum.total-s.sum.state-s.sum.cursors-s.sum.outputs-s.sum.timers),
-		mean(s.sum.total-s.sum.state-s.sum.timers), 100*meanShare, p99(s.totals), p99(s.overheads), 100*p99Share)
+		mean(s.sum.total-s.sum.state-s.sum.timers), 100*meanShare, p99(s.totals), p99(s.overheads), 100*p99Share, slices.Max(s.totals), slices.Max(s.overheads))
 	return meanShare, p99Share
 }
 

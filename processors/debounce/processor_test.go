@@ -209,8 +209,13 @@ func TestProcessorSameSecondPingsAreDuplicateHLC(t *testing.T) {
 	if r := string(hdr[group.HeaderReason]); r != group.ReasonDuplicateHLC || key != "veh-5" || dl.GetLat() != insideLat {
 		t.Fatalf("dead letter %q %v reason %q, want the second ping as %s", key, &dl, r, group.ReasonDuplicateHLC)
 	}
+	// The first ping produced again, byte for byte (hlc still 0): a replay.
+	h.pingHLC("veh-5", outsideLat, 1000, 0)
 	if got := h.deadLetterReasons(); len(got) != 0 {
 		t.Fatalf("more dead letters: %v", got)
+	}
+	if st := h.state("veh-5"); st.Pings != 1 {
+		t.Fatalf("pings applied %d, want 1", st.Pings)
 	}
 }
 

@@ -48,6 +48,7 @@ type Context[S any, PS codecs.Message[S]] struct {
 	// callbacks; not visits, which have no input to replay).
 	recording bool
 	outputs   []*kitpb.Output
+	inDigest  uint64 // digest of an ordered input as it arrived
 
 	// Time (streamtime.go, timers.go).
 	eventTime   time.Time
@@ -348,11 +349,7 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		}
 	}
 	if c.recording {
-		var digest uint64
-		if ordered {
-			digest = c.digest()
-		}
-		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, digest, ordered, c.Key(), c.outputs)
+		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
 	}
 	trim(env, c.grp.rt.committed, c.grp.rt.window)
 	c.g.SetValue(env)

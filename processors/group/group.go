@@ -231,6 +231,9 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		if c.replayed(seq, ordered) {
 			return
 		}
+		if ordered {
+			c.inDigest = c.digest() // before the handler, which may change msg
+		}
 		c.recording = true
 		if err := handle(c, msg); err != nil {
 			c.DeadLetter(ReasonInvalid, err)
