@@ -284,7 +284,7 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		outputs = recordedAt(cur, back).GetOutputs()
 	case sentFor(env, c.Topic(), c.Partition(), legacySeq) != nil:
 		outputs = sentFor(env, c.Topic(), c.Partition(), legacySeq).GetOutputs()
-	case remembered(cur, back) || inWindow(cur, legacySeq):
+	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)):
 		replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
 		return
 	default:
