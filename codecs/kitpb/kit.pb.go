@@ -88,10 +88,12 @@ type Envelope struct {
 	// has_state false once the application deleted it.
 	State    []byte `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
 	HasState bool   `protobuf:"varint,2,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
-	// Per input topic partition: how far this key's inputs have been applied.
+	// Per input topic partition: how far this key's inputs have been applied,
+	// and what those that may still be redelivered emitted.
 	Cursors []*Cursor `protobuf:"bytes,3,rep,name=cursors,proto3" json:"cursors,omitempty"`
-	// Outputs of the recent inputs that had any, oldest first. Bounded: only
-	// inputs still listed in their cursor's recent window are kept.
+	// Legacy (envelopes written before cursors held their own outputs): outputs
+	// of recent inputs, oldest first. Read, and dropped as their inputs become
+	// committed; never added to.
 	Sent []*Sent `protobuf:"bytes,4,rep,name=sent,proto3" json:"sent,omitempty"`
 	// Timers set by handlers for this key, in no particular order; bounded by
 	// the group's maximum timers per key. A fired timer is removed in the same
@@ -228,19 +230,31 @@ func (x *Timer) GetKind() TimerKind {
 	return TimerKind_TIMER_KIND_UNSPECIFIED
 }
 
-// Cursor records the inputs of one topic partition applied to this key.
+// Cursor records the inputs of one topic partition applied to this key. An
+// input at or below offset is applied (on an ordered stream: and with an HLC
+// not above seq); pending and sent remember only the inputs that can still be
+// redelivered, those at or above the group's committed offset.
 type Cursor struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Highest input offset applied.
 	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	// Highest sequence applied: the stream's declared order (an HLC) or, for a
-	// stream without one, the offset.
+	// Highest HLC applied, on a stream declared OrderedByHLC; 0 otherwise.
+	// (Legacy envelopes hold the offset here for a stream without order.)
 	Seq uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	// seq minus the sequence of each earlier applied input, newest first,
-	// bounded by the group's replay window.
-	Recent        []uint64 `protobuf:"varint,5,rep,packed,name=recent,proto3" json:"recent,omitempty"`
+	// Legacy: seq minus the sequence of each earlier applied input, newest
+	// first. Read, never written.
+	Recent []uint64 `protobuf:"varint,5,rep,packed,name=recent,proto3" json:"recent,omitempty"`
+	// offset minus the offset of each earlier applied input that may still be
+	// redelivered, newest first (packed varints), bounded by the replay window.
+	Pending []uint64 `protobuf:"varint,6,rep,packed,name=pending,proto3" json:"pending,omitempty"`
+	// What the inputs at offset and in pending emitted, those that emitted any.
+	Sent []*Recorded `protobuf:"bytes,7,rep,name=sent,proto3" json:"sent,omitempty"`
+	// On an ordered stream, a 64-bit FNV-1a digest of the last applied input's
+	// encoding: a record at a new offset with that HLC and that digest is the
+	// same record produced twice, with another digest a duplicate HLC.
+	Digest        uint64 `protobuf:"fixed64,8,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,7 +324,82 @@ func (x *Cursor) GetRecent() []uint64 {
 	return nil
 }
 
-// Sent is what one applied input emitted.
+func (x *Cursor) GetPending() []uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *Cursor) GetSent() []*Recorded {
+	if x != nil {
+		return x.Sent
+	}
+	return nil
+}
+
+func (x *Cursor) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
+// Recorded is what one applied input emitted, within its cursor.
+type Recorded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cursor's offset minus the input's offset.
+	Back          uint64    `protobuf:"varint,1,opt,name=back,proto3" json:"back,omitempty"`
+	Outputs       []*Output `protobuf:"bytes,2,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Recorded) Reset() {
+	*x = Recorded{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Recorded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Recorded) ProtoMessage() {}
+
+func (x *Recorded) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Recorded.ProtoReflect.Descriptor instead.
+func (*Recorded) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Recorded) GetBack() uint64 {
+	if x != nil {
+		return x.Back
+	}
+	return 0
+}
+
+func (x *Recorded) GetOutputs() []*Output {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// Sent is what one applied input emitted (legacy, see Envelope.sent).
 type Sent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -323,7 +412,7 @@ type Sent struct {
 
 func (x *Sent) Reset() {
 	*x = Sent{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +424,7 @@ func (x *Sent) String() string {
 func (*Sent) ProtoMessage() {}
 
 func (x *Sent) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[3]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +437,7 @@ func (x *Sent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sent.ProtoReflect.Descriptor instead.
 func (*Sent) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{3}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Sent) GetTopic() string {
@@ -381,18 +470,19 @@ func (x *Sent) GetOutputs() []*Output {
 
 // Output is one record as it was produced.
 type Output struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	Headers       []*Header              `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Empty within a Cursor's Recorded: the record was keyed like the input.
+	Key           string    `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte    `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Headers       []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +494,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[4]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +507,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{4}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Output) GetTopic() string {
@@ -458,7 +548,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +560,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[5]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +573,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{5}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Header) GetKey() string {
@@ -521,7 +611,7 @@ type Tick struct {
 
 func (x *Tick) Reset() {
 	*x = Tick{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +623,7 @@ func (x *Tick) String() string {
 func (*Tick) ProtoMessage() {}
 
 func (x *Tick) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[6]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +636,7 @@ func (x *Tick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tick.ProtoReflect.Descriptor instead.
 func (*Tick) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{6}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tick) GetNowMs() int64 {
@@ -594,7 +684,7 @@ type WindowSet struct {
 
 func (x *WindowSet) Reset() {
 	*x = WindowSet{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +696,7 @@ func (x *WindowSet) String() string {
 func (*WindowSet) ProtoMessage() {}
 
 func (x *WindowSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[7]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +709,7 @@ func (x *WindowSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WindowSet.ProtoReflect.Descriptor instead.
 func (*WindowSet) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{7}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WindowSet) GetWindows() []*Window {
@@ -660,7 +750,7 @@ type Window struct {
 
 func (x *Window) Reset() {
 	*x = Window{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +762,7 @@ func (x *Window) String() string {
 func (*Window) ProtoMessage() {}
 
 func (x *Window) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[8]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +775,7 @@ func (x *Window) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Window.ProtoReflect.Descriptor instead.
 func (*Window) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{8}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Window) GetStartMs() int64 {
@@ -741,7 +831,7 @@ type SeenSet struct {
 
 func (x *SeenSet) Reset() {
 	*x = SeenSet{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +843,7 @@ func (x *SeenSet) String() string {
 func (*SeenSet) ProtoMessage() {}
 
 func (x *SeenSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[9]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +856,7 @@ func (x *SeenSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeenSet.ProtoReflect.Descriptor instead.
 func (*SeenSet) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{9}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SeenSet) GetSeen() []*Seen {
@@ -786,7 +876,7 @@ type Seen struct {
 
 func (x *Seen) Reset() {
 	*x = Seen{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +888,7 @@ func (x *Seen) String() string {
 func (*Seen) ProtoMessage() {}
 
 func (x *Seen) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +901,7 @@ func (x *Seen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seen.ProtoReflect.Descriptor instead.
 func (*Seen) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{10}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Seen) GetId() string {
@@ -849,7 +939,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +951,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +964,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{11}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HotKey) GetTopic() string {
@@ -933,13 +1023,19 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\x05Timer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x121\n" +
-	"\x04kind\x18\x03 \x01(\x0e2\x1d.fencestream.kit.v1.TimerKindR\x04kind\"~\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1d.fencestream.kit.v1.TimerKindR\x04kind\"\xe2\x01\n" +
 	"\x06Cursor\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x16\n" +
-	"\x06recent\x18\x05 \x03(\x04R\x06recent\"\x82\x01\n" +
+	"\x06recent\x18\x05 \x03(\x04R\x06recent\x12\x18\n" +
+	"\apending\x18\x06 \x03(\x04R\apending\x120\n" +
+	"\x04sent\x18\a \x03(\v2\x1c.fencestream.kit.v1.RecordedR\x04sent\x12\x16\n" +
+	"\x06digest\x18\b \x01(\x06R\x06digest\"T\n" +
+	"\bRecorded\x12\x12\n" +
+	"\x04back\x18\x01 \x01(\x04R\x04back\x124\n" +
+	"\aoutputs\x18\x02 \x03(\v2\x1a.fencestream.kit.v1.OutputR\aoutputs\"\x82\x01\n" +
 	"\x04Sent\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x10\n" +
@@ -1000,36 +1096,39 @@ func file_fencestream_kit_v1_kit_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_kit_v1_kit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_fencestream_kit_v1_kit_proto_goTypes = []any{
 	(TimerKind)(0),    // 0: fencestream.kit.v1.TimerKind
 	(*Envelope)(nil),  // 1: fencestream.kit.v1.Envelope
 	(*Timer)(nil),     // 2: fencestream.kit.v1.Timer
 	(*Cursor)(nil),    // 3: fencestream.kit.v1.Cursor
-	(*Sent)(nil),      // 4: fencestream.kit.v1.Sent
-	(*Output)(nil),    // 5: fencestream.kit.v1.Output
-	(*Header)(nil),    // 6: fencestream.kit.v1.Header
-	(*Tick)(nil),      // 7: fencestream.kit.v1.Tick
-	(*WindowSet)(nil), // 8: fencestream.kit.v1.WindowSet
-	(*Window)(nil),    // 9: fencestream.kit.v1.Window
-	(*SeenSet)(nil),   // 10: fencestream.kit.v1.SeenSet
-	(*Seen)(nil),      // 11: fencestream.kit.v1.Seen
-	(*HotKey)(nil),    // 12: fencestream.kit.v1.HotKey
+	(*Recorded)(nil),  // 4: fencestream.kit.v1.Recorded
+	(*Sent)(nil),      // 5: fencestream.kit.v1.Sent
+	(*Output)(nil),    // 6: fencestream.kit.v1.Output
+	(*Header)(nil),    // 7: fencestream.kit.v1.Header
+	(*Tick)(nil),      // 8: fencestream.kit.v1.Tick
+	(*WindowSet)(nil), // 9: fencestream.kit.v1.WindowSet
+	(*Window)(nil),    // 10: fencestream.kit.v1.Window
+	(*SeenSet)(nil),   // 11: fencestream.kit.v1.SeenSet
+	(*Seen)(nil),      // 12: fencestream.kit.v1.Seen
+	(*HotKey)(nil),    // 13: fencestream.kit.v1.HotKey
 }
 var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	3,  // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
-	4,  // 1: fencestream.kit.v1.Envelope.sent:type_name -> fencestream.kit.v1.Sent
+	5,  // 1: fencestream.kit.v1.Envelope.sent:type_name -> fencestream.kit.v1.Sent
 	2,  // 2: fencestream.kit.v1.Envelope.timers:type_name -> fencestream.kit.v1.Timer
 	0,  // 3: fencestream.kit.v1.Timer.kind:type_name -> fencestream.kit.v1.TimerKind
-	5,  // 4: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
-	6,  // 5: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
-	9,  // 6: fencestream.kit.v1.WindowSet.windows:type_name -> fencestream.kit.v1.Window
-	11, // 7: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	4,  // 4: fencestream.kit.v1.Cursor.sent:type_name -> fencestream.kit.v1.Recorded
+	6,  // 5: fencestream.kit.v1.Recorded.outputs:type_name -> fencestream.kit.v1.Output
+	6,  // 6: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
+	7,  // 7: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
+	10, // 8: fencestream.kit.v1.WindowSet.windows:type_name -> fencestream.kit.v1.Window
+	12, // 9: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_kit_proto_init() }
@@ -1043,7 +1142,7 @@ func file_fencestream_kit_v1_kit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_kit_proto_rawDesc), len(file_fencestream_kit_v1_kit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lovoo/goka/tester"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
@@ -172,7 +173,8 @@ func TestProcessorDropsStalePingsByHLC(t *testing.T) {
 	h := newHarness(t)
 	h.pingHLC("veh-2", outsideLat, 0, 100)
 	h.pingHLC("veh-2", insideLat, 1000, 90)  // decrease: dead-lettered as stale
-	h.pingHLC("veh-2", insideLat, 1000, 100) // the same HLC is the same ping: a replay, nothing new
+	h.pingHLC("veh-2", insideLat, 1000, 100) // the same HLC, another ping: dead-lettered as duplicate-hlc
+	h.pingHLC("veh-2", outsideLat, 0, 100)   // the first ping again, byte for byte: a replay, nothing new
 	st := h.state("veh-2")
 	if st.Pings != 1 || st.LastHlc != 100 {
 		t.Fatalf("stale pings must not be applied: pings=%d last_hlc=%d", st.Pings, st.LastHlc)
@@ -180,8 +182,40 @@ func TestProcessorDropsStalePingsByHLC(t *testing.T) {
 	if len(st.FenceStates) != 0 {
 		t.Fatalf("stale inside ping started a candidate: %v", st.FenceStates)
 	}
-	if got := h.deadLetterReasons(); fmt.Sprint(got) != "[stale]" {
-		t.Fatalf("dead letters %v, want [stale]: nothing disappears silently", got)
+	if got := h.deadLetterReasons(); fmt.Sprint(got) != "[stale duplicate-hlc]" {
+		t.Fatalf("dead letters %v, want [stale duplicate-hlc]: nothing disappears silently", got)
+	}
+}
+
+// A device clock of one-second resolution and no HLC of its own: two pings in
+// the same second get the same HLC (PingHLC). The second is not a replay — it
+// is another position — so it is dead-lettered (duplicate-hlc), not dropped
+// without a word.
+func TestProcessorSameSecondPingsAreDuplicateHLC(t *testing.T) {
+	h := newHarness(t)
+	h.pingHLC("veh-5", outsideLat, 1000, 0)
+	h.pingHLC("veh-5", insideLat, 1000, 0)
+	if st := h.state("veh-5"); st.Pings != 1 {
+		t.Fatalf("pings applied %d, want 1", st.Pings)
+	}
+	hdr, key, v, ok := h.dlq.NextWithHeaders()
+	if !ok {
+		t.Fatal("the second ping of the second disappeared: no dead letter")
+	}
+	var dl geofencepb.Ping
+	if err := proto.Unmarshal(v.([]byte), &dl); err != nil {
+		t.Fatal(err)
+	}
+	if r := string(hdr[group.HeaderReason]); r != group.ReasonDuplicateHLC || key != "veh-5" || dl.GetLat() != insideLat {
+		t.Fatalf("dead letter %q %v reason %q, want the second ping as %s", key, &dl, r, group.ReasonDuplicateHLC)
+	}
+	// The first ping produced again, byte for byte (hlc still 0): a replay.
+	h.pingHLC("veh-5", outsideLat, 1000, 0)
+	if got := h.deadLetterReasons(); len(got) != 0 {
+		t.Fatalf("more dead letters: %v", got)
+	}
+	if st := h.state("veh-5"); st.Pings != 1 {
+		t.Fatalf("pings applied %d, want 1", st.Pings)
 	}
 }
 

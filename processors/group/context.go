@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -47,6 +48,7 @@ type Context[S any, PS codecs.Message[S]] struct {
 	// callbacks; not visits, which have no input to replay).
 	recording bool
 	outputs   []*kitpb.Output
+	inDigest  uint64 // digest of an ordered input as it arrived
 
 	// Time (streamtime.go, timers.go).
 	eventTime   time.Time
@@ -227,9 +229,13 @@ func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 
 // Errors the kit dead-letters ordered inputs with.
 var (
-	// ErrStale: the input's HLC is not above the last one applied for its key
-	// and it is not one of the recent inputs (which would be a replay).
-	ErrStale = errors.New("HLC is not above the last applied for this key")
+	// ErrStale: the input is new (its position is beyond the key's cursor) but
+	// its HLC is below the last one applied for its key.
+	ErrStale = errors.New("HLC is below the last applied for this key")
+	// ErrDuplicateHLC: the input is new but carries the HLC of the last input
+	// applied for its key, with different contents (a device clock of coarse
+	// resolution, or a producer reusing HLCs).
+	ErrDuplicateHLC = errors.New("HLC is the last applied for this key, from a different record")
 	// ErrFutureHLC: the input's HLC is further ahead of the wall clock than the
 	// group's maximum skew; applying it would make every later input stale.
 	ErrFutureHLC = errors.New("HLC is beyond now plus the maximum clock skew")
@@ -238,45 +244,90 @@ var (
 )
 
 // replayed decides, before the handler runs, whether the input was already
-// applied to the key's state. If so it re-emits what the input emitted then
-// (or dead-letters a stale ordered input) and returns true: the handler must
-// not see it.
+// applied to the key's state. A replay is recognised by its position (an
+// offset the key's cursor has passed) or, at a new position, by its exact
+// bytes (the same record produced twice); never by the HLC alone. A replay
+// re-emits what the input emitted then, when that is still recorded. A new
+// ordered input whose HLC is not above the last applied is dead-lettered
+// (duplicate-hlc or stale). Either way it returns true: the handler must not
+// see the input.
 func (c *Context[S, PS]) replayed(seq uint64, ordered bool) bool {
-	cur := cursorOf(c.envelope(), c.Topic(), c.Partition())
+	env := c.envelope()
+	cur := cursorOf(env, c.Topic(), c.Partition())
 	if cur == nil {
 		return false
 	}
-	if ordered {
-		if seq > cur.GetSeq() {
-			return false
+	if applied(cur, c.Offset(), seq, ordered) {
+		legacySeq := uint64(c.Offset())
+		if ordered {
+			legacySeq = seq
 		}
-		if !inWindow(cur, seq) {
-			hlcStale.WithLabelValues(c.grp.name, c.Topic(), "stale").Inc()
-			c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, cur.GetSeq(), seq))
-			return true
-		}
-	} else {
-		if c.Offset() > cur.GetOffset() {
-			return false
-		}
-		seq = uint64(c.Offset())
-		if !inWindow(cur, seq) {
-			replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
-			c.Logger().Warn("redelivered input is older than the replay window; its effect is in the state but its outputs cannot be re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
-			return true
-		}
-	}
-	sent := sentFor(c.envelope(), c.Topic(), c.Partition(), seq)
-	if sent == nil {
-		replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
+		c.replay(env, cur, uint64(cur.GetOffset()-c.Offset()), legacySeq)
 		return true
 	}
+	if !ordered || seq > cur.GetSeq() {
+		return false
+	}
+	if seq == cur.GetSeq() {
+		if d := cur.GetDigest(); d != 0 && d == c.digest() {
+			// The last applied record produced again (a producer's retry):
+			// replayed like a redelivery of it.
+			c.Logger().Debug("input is a copy of the last applied (same HLC, same bytes); not applied again", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
+			c.replay(env, cur, 0, seq)
+			return true
+		}
+		hlcStale.WithLabelValues(c.grp.name, c.Topic(), "duplicate").Inc()
+		c.DeadLetter(ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, seq, cur.GetOffset()))
+		return true
+	}
+	hlcStale.WithLabelValues(c.grp.name, c.Topic(), "stale").Inc()
+	c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, cur.GetSeq(), seq))
+	return true
+}
+
+// replay handles a redelivered input: its recorded outputs are produced
+// again; one the envelope no longer remembers is counted.
+// back is how far before the cursor's head the input is; legacySeq is how a
+// legacy envelope (Envelope.sent, Cursor.recent) knows it.
+func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, legacySeq uint64) {
+	var outputs []*kitpb.Output
+	switch {
+	case recordedAt(cur, back) != nil:
+		outputs = recordedAt(cur, back).GetOutputs()
+	case sentFor(env, c.Topic(), c.Partition(), legacySeq) != nil:
+		outputs = sentFor(env, c.Topic(), c.Partition(), legacySeq).GetOutputs()
+	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)):
+		replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
+		return
+	default:
+		replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
+		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset, or beyond the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
+		return
+	}
 	replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()
-	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", c.Topic(), "offset", c.Offset(), "seq", seq, "outputs", len(sent.GetOutputs()))
-	for _, o := range sent.GetOutputs() {
+	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset()-int64(back), "outputs", len(outputs))
+	for _, o := range outputs {
+		if o.GetKey() == "" {
+			o = &kitpb.Output{Topic: o.GetTopic(), Key: c.Key(), Value: o.GetValue(), Headers: o.GetHeaders()}
+		}
 		c.produce(o)
 	}
-	return true
+}
+
+// digest is the FNV-1a digest of the input's encoding (deterministic, so a
+// record produced twice has one digest), never 0 (0: none recorded).
+func (c *Context[S, PS]) digest() uint64 {
+	m, ok := c.orig.(protov2.Message)
+	if !ok {
+		return 0
+	}
+	b, err := marshalOpts.Marshal(m)
+	if err != nil {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return max(h.Sum64(), 1)
 }
 
 // commit stores the state the handler set, with (for a recorded input) the
@@ -289,7 +340,11 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		c.written = true
 		return
 	}
-	if !c.dirty && !c.timersDirty {
+	if !c.dirty && !c.timersDirty && (!c.recording || len(c.outputs) == 0 || c.envelope() == nil) {
+		// Nothing to store. A handler that emitted without changing the state
+		// of a key that has an envelope still records its outputs (so a
+		// redelivery after a later write re-emits them); a key without one
+		// gets no table value for it.
 		return
 	}
 	env := c.envelope()
@@ -309,11 +364,9 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		}
 	}
 	if c.recording {
-		if !ordered {
-			seq = uint64(c.Offset())
-		}
-		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.outputs, c.grp.rt.window)
+		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
 	}
+	trim(env, c.grp.rt.committed, c.grp.rt.window)
 	c.g.SetValue(env)
 	c.written = true
 }

@@ -20,26 +20,38 @@
 // takeover, every input since the group's last offset commit is delivered
 // again. The kit makes that invisible downstream. A key's table value is an
 // envelope (codecs/kitpb) holding the application's state together with, per
-// input partition, the position of the inputs applied to it and the exact
-// records (topic, key, value, headers) the recent ones emitted. The state, the
-// position and the outputs are written in one table write when the handler
-// returns. When an input arrives that the envelope says is already applied —
-// its offset is not above the recorded one, or, on a stream declared
-// OrderedByHLC, its HLC is one of the key's recent inputs — the handler is not
-// called: the recorded outputs are produced again, byte for byte. So whatever
-// moment a process dies at, an input's effect and its outputs stay together,
-// and a consumer that drops duplicate records (by the trigger id, say) sees
-// every output exactly once. A handler that leaves the state alone records
-// nothing: run again on redelivery, it emits the same outputs again, which is
-// the same thing when handlers are deterministic (they must take time from the
-// data, never the wall clock).
+// input partition, a cursor: the position (offset; on a stream declared
+// OrderedByHLC also the HLC and a digest of the bytes) of the last input
+// applied, the earlier inputs that can still be redelivered, and the exact
+// records (topic, key, value, headers) those emitted. The state, the cursor
+// and the outputs are written in one table write when the handler returns.
+// A replay is recognised by its position — its offset is not above the
+// cursor's (on an ordered stream: nor its HLC) — or, at a new offset, by its
+// exact bytes (the last applied record produced twice); never by the HLC
+// alone. The handler is not called: the recorded outputs are produced again,
+// byte for byte. So whatever moment a process dies at, an input's effect and
+// its outputs stay together, and a consumer that drops duplicate records (by
+// the trigger id, say) sees every output exactly once. A new input of an
+// ordered stream whose HLC is the last applied one, with other bytes, is
+// dead-lettered (duplicate-hlc); one with a lower HLC, stale. A handler that
+// leaves the state alone and emits nothing writes nothing; one that emits
+// without changing the state of a key that has an envelope records its
+// outputs like any other.
 //
-// The memory is bounded: per key and input partition the envelope keeps the
-// last ReplayWindow inputs (default DefaultReplayWindow) and the outputs of
-// those among them that emitted any. An input redelivered from further back —
-// more inputs of one key between two offset commits than the window holds — is
-// not applied twice but cannot be re-emitted; it is counted
+// The memory is bounded by what can be redelivered: the processor polls the
+// group's committed offsets from the broker (every DefaultCommitPoll), and a
+// cursor keeps only the inputs at or above its partition's committed offset,
+// at most ReplayWindow of them (default DefaultReplayWindow), with the
+// outputs of those that emitted any; cursors are offset deltas (packed
+// varints), and an output keyed like its input is stored without its key. An
+// input below the committed offset cannot be redelivered except by a reset of
+// the group's offsets. A redelivery the cursor no longer remembers — after
+// such a reset, or more inputs of one key between two offset commits than the
+// window holds — is not applied twice and never dead-lettered, but cannot be
+// re-emitted; it is counted
 // (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.
+// With Goka's tester the committed offsets are unknown (CommittedOffsets
+// replaces them) and the window alone bounds.
 //
 // Visits (Processor.VisitAll) have no input to replay, so time-driven work
 // goes through a record: timers. The kit itself runs no visit.

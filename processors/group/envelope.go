@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	protov2 "google.golang.org/protobuf/proto"
 
@@ -15,11 +16,11 @@ import (
 // bare application state written before envelopes existed.
 var envelopeMagic = []byte{0x00, 0x01}
 
-// DefaultReplayWindow is how many recent inputs per key and input partition the
-// kit remembers (with their outputs) by default. A redelivery is recognised
-// for any input since the last offset commit as long as the key had fewer
-// inputs than this in that time; with the sarama default of committing every
-// second that is far more than any key sees.
+// DefaultReplayWindow caps how many inputs per key and input partition the kit
+// remembers (with their outputs) by default. It remembers only those that can
+// be redelivered — at or above the group's committed offset, which it polls
+// from the broker — so the cap matters only when a key has more inputs than
+// this between two offset commits, or the committed offsets are unknown.
 const DefaultReplayWindow = 32
 
 // envelopeCodec is the Goka codec of a group table: values are *kitpb.Envelope.
@@ -113,8 +114,37 @@ func cursorOf(env *kitpb.Envelope, topic string, partition int32) *kitpb.Cursor 
 	return nil
 }
 
-// inWindow reports whether seq is one of the applied inputs the cursor still
-// remembers.
+// applied reports whether the input at offset (with HLC seq, on an ordered
+// stream) is one the cursor has applied: its position is not beyond the
+// cursor's, and on an ordered stream neither is its HLC (an HLC above every
+// applied one at an old position is new data at reused offsets, as after a
+// topic is recreated).
+func applied(c *kitpb.Cursor, offset int64, seq uint64, ordered bool) bool {
+	if offset > c.GetOffset() {
+		return false
+	}
+	return !ordered || seq <= c.GetSeq()
+}
+
+// recordedAt returns what the input back offsets before the cursor's emitted,
+// or nil.
+func recordedAt(c *kitpb.Cursor, back uint64) *kitpb.Recorded {
+	for _, r := range c.GetSent() {
+		if r.GetBack() == back {
+			return r
+		}
+	}
+	return nil
+}
+
+// remembered reports whether the cursor still lists the input back offsets
+// before its own (the head itself always).
+func remembered(c *kitpb.Cursor, back uint64) bool {
+	return back == 0 || slices.Contains(c.GetPending(), back)
+}
+
+// inWindow reports whether seq is one of the applied inputs a legacy cursor
+// (Cursor.recent) still remembers.
 func inWindow(c *kitpb.Cursor, seq uint64) bool {
 	if seq == c.GetSeq() {
 		return true
@@ -131,7 +161,8 @@ func inWindow(c *kitpb.Cursor, seq uint64) bool {
 	return false
 }
 
-// sentFor returns what the input (topic, partition, seq) emitted, or nil.
+// sentFor returns what the input (topic, partition, seq) emitted according to
+// a legacy envelope's Envelope.sent, or nil.
 func sentFor(env *kitpb.Envelope, topic string, partition int32, seq uint64) *kitpb.Sent {
 	for _, s := range env.GetSent() {
 		if s.GetSeq() == seq && s.GetTopic() == topic && s.GetPartition() == partition {
@@ -141,49 +172,130 @@ func sentFor(env *kitpb.Envelope, topic string, partition int32, seq uint64) *ki
 	return nil
 }
 
+// committedFunc tells the next offset the group would consume from an input
+// partition after a restart (its committed offset), ok false when unknown.
+// Inputs below it cannot be redelivered, except by a reset of the group's
+// offsets.
+type committedFunc func(topic string, partition int32) (next int64, ok bool)
+
 // advance records an applied input in env: the cursor moves to (offset, seq),
-// remembers at most window inputs, and outputs of inputs that fell out of the
-// window are dropped, so the envelope stays bounded.
-func advance(env *kitpb.Envelope, topic string, partition int32, offset int64, seq uint64, outputs []*kitpb.Output, window int) {
+// the previous head joins the pending inputs, and the input's outputs are
+// recorded, keyed like the input (key) stored with an empty key. trim then
+// bounds what is kept.
+func advance(env *kitpb.Envelope, topic string, partition int32, offset int64, seq, digest uint64, ordered bool, key string, outputs []*kitpb.Output) {
 	c := cursorOf(env, topic, partition)
-	if c == nil {
-		c = &kitpb.Cursor{Topic: topic, Partition: partition, Offset: offset, Seq: seq}
+	switch {
+	case c == nil:
+		c = &kitpb.Cursor{Topic: topic, Partition: partition, Offset: offset}
 		env.Cursors = append(env.Cursors, c)
-	} else {
-		if seq > c.Seq {
-			// Shift the window in place (this runs for every input): drop the
-			// oldest when full, move the rest one on, put the previous head first.
-			d := seq - c.Seq
-			n := min(len(c.Recent)+1, window-1)
-			if n > len(c.Recent) {
-				c.Recent = append(c.Recent, 0)
-			}
-			c.Recent = c.Recent[:max(n, 0)]
-			for i := len(c.Recent) - 1; i > 0; i-- {
-				c.Recent[i] = c.Recent[i-1] + d
-			}
-			if len(c.Recent) > 0 {
-				c.Recent[0] = d
-			}
-			c.Seq = seq
+	case offset > c.Offset:
+		migrateLegacy(env, c, ordered)
+		// Shift in place (this runs for every input): the old head becomes the
+		// newest pending input, every distance grows by the step.
+		d := uint64(offset - c.Offset)
+		c.Pending = append(c.Pending, 0)
+		copy(c.Pending[1:], c.Pending[:len(c.Pending)-1])
+		c.Pending[0] = 0
+		for i := range c.Pending {
+			c.Pending[i] += d
 		}
-		c.Offset = max(c.Offset, offset)
-	}
-	oldest := c.Seq
-	if n := len(c.Recent); n > 0 {
-		oldest = c.Seq - c.Recent[n-1]
-	}
-	kept := env.Sent[:0]
-	for _, s := range env.Sent {
-		if s.GetTopic() == topic && s.GetPartition() == partition && s.GetSeq() < oldest {
-			continue
+		for _, r := range c.Sent {
+			r.Back += d
 		}
-		kept = append(kept, s)
+		c.Offset = offset
+	default:
+		// A position not beyond the head that is still new (its HLC is above
+		// every applied one): the partition's offsets started over. Its
+		// earlier positions mean nothing any more.
+		c.Offset, c.Pending, c.Sent, c.Recent = offset, nil, nil, nil
+		dropLegacySent(env, topic, partition)
 	}
-	clear(env.Sent[len(kept):])
-	env.Sent = kept
+	c.Seq, c.Digest = 0, 0
+	if ordered {
+		c.Seq, c.Digest = seq, digest
+	}
 	if len(outputs) > 0 {
-		env.Sent = append(env.Sent, &kitpb.Sent{Topic: topic, Partition: partition, Seq: seq, Outputs: outputs})
+		stored := make([]*kitpb.Output, len(outputs))
+		for i, o := range outputs {
+			stored[i] = o
+			if o.GetKey() == key && key != "" {
+				stored[i] = &kitpb.Output{Topic: o.GetTopic(), Value: o.GetValue(), Headers: o.GetHeaders()}
+			}
+		}
+		c.Sent = append(c.Sent, &kitpb.Recorded{Outputs: stored})
+	}
+}
+
+// migrateLegacy moves what a cursor written before cursors held their outputs
+// remembers into the current form, before the cursor first moves. On a stream
+// without order the legacy sequence is the offset, so it converts exactly; on
+// an ordered one the legacy window is of HLCs, whose positions are unknown:
+// its outputs stay in Envelope.sent (found by HLC) until trim drops them.
+func migrateLegacy(env *kitpb.Envelope, c *kitpb.Cursor, ordered bool) {
+	if ordered {
+		c.Recent = nil
+		return
+	}
+	if len(c.Recent) == 0 && len(env.Sent) == 0 {
+		return
+	}
+	c.Pending = append(c.Pending, c.Recent...)
+	c.Recent = nil
+	for _, s := range env.Sent {
+		if s.GetTopic() == c.Topic && s.GetPartition() == c.Partition && s.GetSeq() <= uint64(c.Offset) {
+			c.Sent = append(c.Sent, &kitpb.Recorded{Back: uint64(c.Offset) - s.GetSeq(), Outputs: s.GetOutputs()})
+		}
+	}
+	dropLegacySent(env, c.Topic, c.Partition)
+}
+
+func dropLegacySent(env *kitpb.Envelope, topic string, partition int32) {
+	if len(env.Sent) == 0 {
+		return
+	}
+	env.Sent = slices.DeleteFunc(env.Sent, func(s *kitpb.Sent) bool { return s.GetTopic() == topic && s.GetPartition() == partition })
+	if len(env.Sent) == 0 {
+		env.Sent = nil
+	}
+}
+
+// trim keeps, per cursor, only the inputs that can still be redelivered —
+// those at or above the partition's committed offset — and at most window of
+// them (the head counts), with their outputs. When the committed offset is
+// unknown (no broker answer yet, Goka's tester) the window alone bounds.
+func trim(env *kitpb.Envelope, committed committedFunc, window int) {
+	for _, c := range env.GetCursors() {
+		next, known := int64(0), false
+		if committed != nil {
+			next, known = committed(c.GetTopic(), c.GetPartition())
+		}
+		keep := c.Pending[:0]
+		for _, back := range c.Pending {
+			if len(keep) >= window-1 || (known && c.Offset-int64(back) < next) {
+				break // newest first: every later one is older still
+			}
+			keep = append(keep, back)
+		}
+		c.Pending = keep
+		if len(c.Pending) == 0 {
+			c.Pending = nil
+		}
+		headLive := !known || c.Offset >= next
+		c.Sent = slices.DeleteFunc(c.Sent, func(r *kitpb.Recorded) bool {
+			if r.GetBack() == 0 {
+				return !headLive
+			}
+			return !slices.Contains(c.Pending, r.GetBack())
+		})
+		if len(c.Sent) == 0 {
+			c.Sent = nil
+		}
+		// Legacy outputs of an ordered cursor: kept until every input they
+		// can belong to is committed, or the window has filled since.
+		if (known && next > c.Offset) || len(c.Pending) >= window-1 {
+			c.Recent = nil
+			dropLegacySent(env, c.GetTopic(), c.GetPartition())
+		}
 	}
 }
 

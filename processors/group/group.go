@@ -59,6 +59,7 @@ type runtime struct {
 	now        func() time.Time
 	maxTimers  int
 	timerEvery time.Duration
+	committed  committedFunc // nil: unknown
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -256,6 +257,9 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		}
 		if c.replayed(seq, ordered) {
 			return
+		}
+		if ordered {
+			c.inDigest = c.digest() // before the handler, which may change msg
 		}
 		c.recording = true
 		if err := c.run(func() error { return handle(c, msg) }); err != nil {

@@ -22,11 +22,11 @@ var (
 	}, []string{"group", "topic", "reason"})
 	hlcStale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_hlc_stale_total",
-		Help: "Records whose HLC did not increase for their key (decrease: out of order; duplicate: same HLC); not applied.",
+		Help: "New records whose HLC did not increase for their key, dead-lettered (stale: lower; duplicate: the same HLC as the last applied, different bytes).",
 	}, []string{"group", "topic", "kind"})
 	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_replayed_inputs_total",
-		Help: "Inputs already applied to their key's state (a redelivery after a crash or takeover, or an exact replay), by result: re-emitted (its recorded outputs were produced again), no-outputs (it had none), beyond-window (too old to replay; its effect is in the state).",
+		Help: "Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets or more inputs between two commits than the replay window; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
 	}, []string{"group", "topic", "result"})
 	handlerPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_handler_panics_total",
@@ -42,13 +42,14 @@ func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }
 
 // Dead-letter reasons (the "reason" header and metric label).
 const (
-	ReasonBadKey      = "bad-key"
-	ReasonUndecodable = "undecodable"
-	ReasonEmptyValue  = "empty-value"
-	ReasonInvalid     = "invalid"
-	ReasonBadEmitKey  = "bad-output-key"
-	ReasonStale       = "stale"
-	ReasonFutureHLC   = "future-hlc"
+	ReasonBadKey       = "bad-key"
+	ReasonUndecodable  = "undecodable"
+	ReasonEmptyValue   = "empty-value"
+	ReasonInvalid      = "invalid"
+	ReasonBadEmitKey   = "bad-output-key"
+	ReasonStale        = "stale"
+	ReasonDuplicateHLC = "duplicate-hlc"
+	ReasonFutureHLC    = "future-hlc"
 	// ReasonPanic: the handler panicked (the stack is in the log).
 	ReasonPanic = "panic"
 	// ReasonMisusedHandle: the handler used a zero handle or another group's.

@@ -34,6 +34,7 @@ type runConfig struct {
 	storage      statestore.Kind // see storage.go
 	flush        time.Duration
 	flushSet     bool
+	committed    func(topic string, partition int32) (int64, bool)
 }
 
 // Registerer sets where the kit's metrics are registered (default
@@ -46,10 +47,12 @@ func Registerer(reg prometheus.Registerer) Opt { return func(c *runConfig) { c.r
 // key (every later input would look stale).
 const DefaultMaxSkew = 5 * time.Minute
 
-// ReplayWindow sets how many recent inputs per key and input partition the
-// kit remembers with their outputs (default DefaultReplayWindow). A larger
-// window recognises older redeliveries and exact replays at the cost of a
-// larger state value.
+// ReplayWindow caps how many inputs per key and input partition the kit
+// remembers with their outputs (default DefaultReplayWindow). It remembers
+// only those at or above the committed offset; the cap matters when a key has
+// more inputs than this between two commits, or the committed offsets are
+// unknown. A larger window re-emits more of such a burst at the cost of a
+// larger table value.
 func ReplayWindow(n int) Opt { return func(c *runConfig) { c.window = n } }
 
 // MaxClockSkew sets how far ahead of the wall clock an ordered input's HLC may

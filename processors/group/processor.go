@@ -27,6 +27,9 @@ type Processor struct {
 	name   string
 	log    *slog.Logger
 	timers *timerDriver // nil when the group has no timers
+	// commits, when set, is polled from cl while the processor runs.
+	commits *commitWatch
+	cl      cluster.Config
 }
 
 // Owned lists the partitions this instance processes (not those it only keeps
@@ -88,7 +91,12 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err := g.topo.Validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
-	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery}
+	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}
+	var commits *commitWatch
+	if cfg.committed == nil && cfg.tester == nil {
+		commits = &commitWatch{}
+		g.rt.committed = commits.committed
+	}
 	g.clock.idle = cfg.idle
 	if err := RegisterMetrics(cfg.registerer); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
@@ -164,7 +172,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
 	}
-	proc := &Processor{p: p, name: g.name, log: g.log}
+	proc := &Processor{p: p, name: g.name, log: g.log, commits: commits, cl: cl}
 	if g.timers {
 		proc.timers = &timerDriver{name: g.name, every: cfg.timerEvery, batch: cfg.timerBatch, now: cfg.now, streamNow: g.clock.now,
 			idx: idx, auto: cfg.tester == nil, log: g.log, newEmitter: newEmitter}
@@ -184,6 +192,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
+	if p.commits != nil {
+		pollCtx, stopPoll := context.WithCancel(ctx)
+		polled := make(chan struct{})
+		go func() { defer close(polled); p.commits.run(pollCtx, p.cl, p.name, DefaultCommitPoll, p.log) }()
+		defer func() { stopPoll(); <-polled }()
+	}
 	gokaCtx := ctx
 	if p.timers != nil && p.timers.auto {
 		// The timer driver sends ticks with a producer of its own; it stops

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -108,7 +109,11 @@ func TestRedeliveryReemitsOutputs(t *testing.T) {
 			}
 			stateDir := t.TempDir()
 			build := func(dir string) *group.Processor {
-				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir))
+				// Deleting the group's offsets below is a reset, which an
+				// envelope trimmed to its uncommitted inputs cannot cover:
+				// with commits unknown the replay window keeps all of them,
+				// as it would for inputs since the last commit.
+				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir), group.CommittedOffsets(commitsUnknown))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -148,6 +153,94 @@ func TestRedeliveryReemitsOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+func commitsUnknown(string, int32) (int64, bool) { return 0, false }
+
+// TestRedeliveryBeyondTheWindowIsCounted redelivers every input of an ordered
+// stream from further back than the replay window (the group's offsets are
+// deleted): each is recognised by its position as applied — never
+// dead-lettered as stale — and either re-emitted (the last window of each key)
+// or counted as beyond-window.
+func TestRedeliveryBeyondTheWindowIsCounted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("broker test")
+	}
+	cl := embeddedtest.Cluster(t)
+	topo := testTopology(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kc := embeddedtest.Client(t, cl, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	adm := kadm.NewClient(kc)
+	if err := topo.Ensure(ctx, adm); err != nil {
+		t.Fatal(err)
+	}
+	const devices, perDevice, window = 4, 6, 2
+	for i := range perDevice {
+		for d := range devices {
+			v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
+			if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(fmt.Sprint("d", d)), Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h := &counting{}
+	stateDir := t.TempDir()
+	build := func() *group.Processor {
+		proc, err := validGroupOut(topo, h.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(ctx, cluster.Config{Brokers: cl.Brokers},
+			group.StateDir(stateDir), group.ReplayWindow(window), group.CommittedOffsets(commitsUnknown))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return proc
+	}
+	const total = devices * perDevice
+	runFor(t, build(), "first run", func() bool { return h.calls.Load() == total && endOffsets(t, adm, topicOut) == total })
+	if _, err := adm.DeleteGroup(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	beyond0, reemitted0 := replayCount(t, "beyond-window"), replayCount(t, "re-emitted")
+	proc := build()
+	runFor(t, proc, "redelivery", func() bool {
+		n, _ := proc.Processed(topicIn)
+		return n == total && endOffsets(t, adm, topicOut) == total+devices*window
+	})
+	if got := h.calls.Load(); got != total {
+		t.Errorf("handler called %d times, want %d", got, total)
+	}
+	if n := endOffsets(t, adm, "deadletter"); n != 0 {
+		t.Errorf("%d redelivered inputs dead-lettered, want none", n)
+	}
+	if got := replayCount(t, "beyond-window") - beyond0; got != devices*(perDevice-window) {
+		t.Errorf("beyond-window counted %v, want %d", got, devices*(perDevice-window))
+	}
+	if got := replayCount(t, "re-emitted") - reemitted0; got != devices*window {
+		t.Errorf("re-emitted counted %v, want %d", got, devices*window)
+	}
+}
+
+// replayCount reads fencestream_replayed_inputs_total of the test group's input.
+func replayCount(t *testing.T, result string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fencestream_replayed_inputs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == testGroup && labels["topic"] == topicIn && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {

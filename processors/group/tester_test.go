@@ -247,6 +247,28 @@ func TestOrderedByHLC(t *testing.T) {
 	}
 }
 
+// A replay is recognised by its position or its exact bytes, never by the HLC
+// alone: another ping with the HLC of the last applied one is dead-lettered
+// (duplicate-hlc), the same ping produced again is replayed.
+func TestDuplicateHLCIsDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	first := &geofencepb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.5}
+	other := &geofencepb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.6}
+	h.tt.Consume(topicIn, "d1", first)
+	h.tt.Consume(topicIn, "d1", other)
+	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonDuplicateHLC, "different record", other)
+	h.tt.Consume(topicIn, "d1", first) // produced twice: a replay
+	if got := h.a.takeAudits(); fmt.Sprint(got) != "[10]" {
+		t.Fatalf("handler saw HLCs %v, want [10]", got)
+	}
+	for i := range 2 {
+		if _, v, ok := h.out.Next(); !ok || v.(*geofencepb.Trigger).GetHlc() != 10 {
+			t.Fatalf("output %d: %v %v, want the trigger of HLC 10 (then its replay)", i, v, ok)
+		}
+	}
+	h.noMore(t)
+}
+
 func TestViewGetOnTester(t *testing.T) {
 	h := newHarness(t)
 	v, err := group.NewView[geofencepb.DeviceState](cluster.Config{}, topicTab, group.ViewTester(h.tt))
