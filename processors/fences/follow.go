@@ -101,6 +101,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	// caught up, each once: a later record for the key (a fix or a tombstone)
 	// makes the earlier one history, not news.
 	pending := map[string]invalidRecord{}
+	// ops holds the latest change per fence id not yet applied: nil is a
+	// tombstone. The last record of a key decides, as in the topic.
+	ops := map[string]*Fence{}
 	report := func(r invalidRecord) {
 		f.log.Error("skipping invalid fence record", "key", r.key, "offset", r.offset, "err", r.err,
 			"fix", "remove it with: "+DeleteCommand([]byte(r.key)))
@@ -128,15 +131,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		if len(errs) > 0 {
 			f.log.Warn("fetching fences failed; retrying", "err", errors.Join(errs...))
 		}
-		var upserts []Fence
-		var deletes []string
 		fetches.EachRecord(func(r *kgo.Record) {
 			next[r.Partition] = r.Offset + 1
 			id := string(r.Key)
 			delete(pending, id)
 			if len(r.Value) == 0 {
-				deletes = append(deletes, id)
-				upserts = dropID(upserts, id)
+				ops[id] = nil
 				return
 			}
 			pb, err := codec.Unmarshal(r.Value)
@@ -157,10 +157,22 @@ func (f *Follower) Run(ctx context.Context) error {
 				}
 				return
 			}
-			upserts = append(dropID(upserts, id), fence)
-			deletes = dropString(deletes, id)
+			ops[id] = &fence
 		})
-		if len(upserts) > 0 || len(deletes) > 0 {
+		// While catching up, changes gather in ops and are indexed once, when
+		// the catalogue is complete: a start costs one bulk build, not one
+		// rebuild per fetch.
+		if len(ops) > 0 && (f.isReady() || caughtUp()) {
+			var upserts []Fence
+			var deletes []string
+			for id, fence := range ops {
+				if fence == nil {
+					deletes = append(deletes, id)
+				} else {
+					upserts = append(upserts, *fence)
+				}
+			}
+			clear(ops)
 			var version uint64
 			for _, o := range next {
 				version += uint64(o)
@@ -221,24 +233,4 @@ func DeleteCommand(key []byte) string {
 		return "fencectl fences delete " + string(key)
 	}
 	return "fencectl fences delete '" + strings.ReplaceAll(string(key), "'", `'\''`) + "'"
-}
-
-func dropID(fs []Fence, id string) []Fence {
-	out := fs[:0]
-	for _, f := range fs {
-		if f.ID != id {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func dropString(ss []string, s string) []string {
-	out := ss[:0]
-	for _, v := range ss {
-		if v != s {
-			out = append(out, v)
-		}
-	}
-	return out
 }
