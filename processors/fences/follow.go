@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -131,34 +132,24 @@ func (f *Follower) Run(ctx context.Context) error {
 		if len(errs) > 0 {
 			f.log.Warn("fetching fences failed; retrying", "err", errors.Join(errs...))
 		}
-		fetches.EachRecord(func(r *kgo.Record) {
+		recs := fetches.Records()
+		for i, d := range decodeRecords(recs, codec) {
+			r := recs[i]
 			next[r.Partition] = r.Offset + 1
 			id := string(r.Key)
 			delete(pending, id)
-			if len(r.Value) == 0 {
-				ops[id] = nil
-				return
-			}
-			pb, err := codec.Unmarshal(r.Value)
-			if err == nil && pb.GetFenceId() != id {
-				err = fmt.Errorf("fence_id %q differs from key %q", pb.GetFenceId(), id)
-			}
-			var fence Fence
-			if err == nil {
-				fence, err = FenceFromProto(pb)
-			}
-			if err != nil {
+			if d.err != nil {
 				fenceRecordsRejected.Inc()
-				bad := invalidRecord{key: id, offset: r.Offset, err: err}
+				bad := invalidRecord{key: id, offset: r.Offset, err: d.err}
 				if f.isReady() {
 					report(bad)
 				} else {
 					pending[id] = bad
 				}
-				return
+				continue
 			}
-			ops[id] = &fence
-		})
+			ops[id] = d.fence // nil for a tombstone
+		}
 		// While catching up, changes gather in ops and are indexed once, when
 		// the catalogue is complete: a start costs one bulk build, not one
 		// rebuild per fetch.
@@ -191,6 +182,49 @@ func (f *Follower) Run(ctx context.Context) error {
 			f.markReady()
 		}
 	}
+}
+
+// decoded is one fences-topic record: the fence, nil for a tombstone, or
+// why it is not a valid fence.
+type decoded struct {
+	fence *Fence
+	err   error
+}
+
+// decodeRecords decodes and validates records on every core (a start's
+// main cost), in input order.
+func decodeRecords(recs []*kgo.Record, codec codecs.Proto[geofencepb.Fence, *geofencepb.Fence]) []decoded {
+	out := make([]decoded, len(recs))
+	one := func(i int) {
+		r := recs[i]
+		if len(r.Value) == 0 {
+			return
+		}
+		pb, err := codec.Unmarshal(r.Value)
+		if err == nil && pb.GetFenceId() != string(r.Key) {
+			err = fmt.Errorf("fence_id %q differs from key %q", pb.GetFenceId(), r.Key)
+		}
+		var fence Fence
+		if err == nil {
+			fence, err = FenceFromProto(pb)
+		}
+		if err != nil {
+			out[i].err = err
+			return
+		}
+		out[i].fence = &fence
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(recs)/64+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(recs); i += workers {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 type invalidRecord struct {
