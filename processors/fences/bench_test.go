@@ -121,7 +121,7 @@ func featureCollection(tb testing.TB, fs []Fence) []byte {
 // budget: a 10,000-fence file parses, validates and applies well under a
 // second (generously bounded, as the race detector slows it ~10×).
 func TestParseAndApply10000IsFast(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		t.Skip("timing test")
 	}
 	fs := randomFences(t, rand.New(rand.NewPCG(9, 9)), 10000, 52.52, 13.405, 50_000)
