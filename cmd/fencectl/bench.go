@@ -37,6 +37,8 @@ ARE DELETED and recreated.`)
 	storage := statestore.Default
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
+	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
+	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
 	partitions := partitionsFlag(c.fs)
 	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
@@ -51,11 +53,21 @@ ARE DELETED and recreated.`)
 	res, err := bench.Run(ctx, bench.Config{
 		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
 		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
+		Triggers: skipIfZero(*triggers), TriggerDevices: *triggerDevices,
 	})
 	if err != nil {
 		return c.fail(stderr, err)
 	}
 	return writeJSON(c, res, stdout, stderr)
+}
+
+// skipIfZero maps a flag's 0 (skip the stage) to the Config's -1 (its 0
+// means the default).
+func skipIfZero(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // parseFlagsOnly parses a command that takes no positional arguments and

@@ -64,6 +64,11 @@ type Config struct {
 	Progress io.Writer
 	// StateDir holds the Goka tables (default: a temporary directory, removed).
 	StateDir string
+	// Triggers go through the occupancy stage, produced straight to
+	// fence-triggers (default 100,000), for TriggerDevices devices (default
+	// 20,000) over the catalogue's first 7 fences. Negative: no such stage.
+	Triggers       int
+	TriggerDevices int
 }
 
 func (c *Config) defaults() error {
@@ -87,6 +92,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = topology.DefaultPartitions
+	}
+	if c.Triggers == 0 {
+		c.Triggers = 100_000
+	}
+	if c.TriggerDevices <= 0 {
+		c.TriggerDevices = 20_000
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -161,11 +172,16 @@ type Result struct {
 	GokaCounterGokaLevelDB Stage `json:"b0_goka_counter_goka_leveldb"`
 	Debouncer              Stage `json:"c_debouncer"`
 	Pipeline               Stage `json:"d_pipeline"`
-	Ratios                 struct {
+	// Occupancy is the occupancy processor alone over Config.Triggers
+	// triggers (its "pings" are triggers).
+	Occupancy Stage `json:"e_occupancy"`
+	Ratios    struct {
 		DebouncerOverCounter float64 `json:"c_over_b"`
 		PipelineOverCounter  float64 `json:"d_over_b"`
 		// PipelineOverGokaLevelDB is d over the counter on Goka's LevelDB.
 		PipelineOverGokaLevelDB float64 `json:"d_over_b0"`
+		// OccupancyOverGokaLevelDB is e's triggers/s over b0's records/s.
+		OccupancyOverGokaLevelDB float64 `json:"e_over_b0"`
 	} `json:"ratios"`
 	Rates           []Rate  `json:"rates"`
 	TotalSeconds    float64 `json:"total_s"`
@@ -258,12 +274,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := e.pipeline(ctx, res); err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
+	if cfg.Triggers > 0 {
+		if res.Occupancy, err = e.occupancyAlone(ctx); err != nil {
+			return nil, fmt.Errorf("occupancy alone: %w", err)
+		}
+		e.progress("e occupancy alone: %.0f triggers/s, %.0f µs CPU per trigger", res.Occupancy.PingsPerSec, res.Occupancy.CPUMicrosPerPing)
+	}
 	if res.GokaCounter.PingsPerSec > 0 {
 		res.Ratios.DebouncerOverCounter = res.Debouncer.PingsPerSec / res.GokaCounter.PingsPerSec
 		res.Ratios.PipelineOverCounter = res.Pipeline.PingsPerSec / res.GokaCounter.PingsPerSec
 	}
 	if res.GokaCounterGokaLevelDB.PingsPerSec > 0 {
 		res.Ratios.PipelineOverGokaLevelDB = res.Pipeline.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
+		res.Ratios.OccupancyOverGokaLevelDB = res.Occupancy.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
 	}
 	res.TotalSeconds = time.Since(start).Seconds()
 	return res, nil

@@ -3,9 +3,16 @@ package fences
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/geofencepb"
 )
 
 // BenchmarkNearAndDistance is the debouncer's per-ping geometry: one Near
@@ -114,7 +121,7 @@ func featureCollection(tb testing.TB, fs []Fence) []byte {
 // budget: a 10,000-fence file parses, validates and applies well under a
 // second (generously bounded, as the race detector slows it ~10×).
 func TestParseAndApply10000IsFast(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		t.Skip("timing test")
 	}
 	fs := randomFences(t, rand.New(rand.NewPCG(9, 9)), 10000, 52.52, 13.405, 50_000)
@@ -136,5 +143,188 @@ func TestParseAndApply10000IsFast(t *testing.T) {
 	}
 	if total > 10*time.Second {
 		t.Errorf("parse+apply of 10,000 fences took %v", total)
+	}
+}
+
+// cpuTime is the process's user+system CPU time so far: on a loaded
+// machine wall time per op says little, CPU per op more.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports CPU per op since start (a cpuTime reading).
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+}
+
+// scaleFences is the benchmarks' country-sized catalogue (Synthetic).
+const scaleFences = 100_000
+
+// BenchmarkCatalogueScale is issue 16's catalogue at 100,000 fences
+// (Synthetic: 10–60-vertex polygons and circles over about Germany):
+//
+//   - build: one bulk Apply of every validated fence (a start's indexing);
+//   - start: decoding the fences topic's records (protobuf, validation)
+//     plus that build: what a start costs besides fetching;
+//   - update: one fence moved (an upsert of a held id) into the full
+//     catalogue, and one delete and re-insert;
+//   - index: Near alone (the catalogue's part of a ping);
+//   - lookup: the debouncer's per-ping geometry (Near with a 50 m margin and
+//     SignedDistance for each fence visited) at points near fences, for the
+//     34 demo fences and for the 100,000.
+//
+// heap-MB is the live heap the 100,000 fences and their catalogue hold.
+func BenchmarkCatalogueScale(b *testing.B) {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	fs, err := Synthetic(scaleFences, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := New()
+	if err := c.Apply(1, fs, nil); err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	heapMB := float64(m1.HeapAlloc-m0.HeapAlloc) / (1 << 20)
+	runtime.KeepAlive(c)
+
+	b.Run("build/fences=100000", func(b *testing.B) {
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if err := New().Apply(1, fs, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
+		b.ReportMetric(heapMB, "heap-MB")
+	})
+	b.Run("start/fences=100000", func(b *testing.B) {
+		codec := codecs.For[geofencepb.Fence]()
+		recs := make([]*kgo.Record, len(fs))
+		for i := range fs {
+			pb, err := fs[i].ToProto()
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, err := codec.Marshal(pb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs[i] = &kgo.Record{Key: []byte(fs[i].ID), Value: v}
+		}
+		cpu0 := cpuTime()
+		for b.Loop() {
+			ds := decodeRecords(recs, codec)
+			ups := make([]Fence, len(ds))
+			for i, d := range ds {
+				if d.err != nil {
+					b.Fatal(d.err)
+				}
+				ups[i] = *d.fence
+			}
+			if err := New().Apply(1, ups, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
+	})
+	b.Run("update/fences=100000", func(b *testing.B) {
+		moves := make([]Fence, 64)
+		for i := range moves {
+			if moves[i], err = SyntheticFence(i*1000, 2+uint64(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		v := c.Version()
+		i := 0
+		cpu0 := cpuTime()
+		for b.Loop() {
+			v++
+			f := moves[i%len(moves)]
+			if i%len(moves) == i/len(moves)%len(moves) {
+				f = fs[(i%len(moves))*1000] // sometimes back where it was
+			}
+			i++
+			if err := c.Apply(v, []Fence{f}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
+	})
+	b.Run("delete+insert/fences=100000", func(b *testing.B) {
+		v := c.Version()
+		i := 0
+		cpu0 := cpuTime()
+		for b.Loop() {
+			f := fs[(i*7919)%len(fs)]
+			i++
+			v++
+			if err := c.Apply(v, nil, []string{f.ID}); err != nil {
+				b.Fatal(err)
+			}
+			v++
+			if err := c.Apply(v, []Fence{f}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
+	})
+	demo := New()
+	if err := demo.Apply(1, Demo(), nil); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		snap *Snapshot
+		fs   []Fence
+	}{{"lookup/fences=34", demo.Snapshot(), Demo()}, {"lookup/fences=100000", c.Snapshot(), fs}} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		pts := make([][2]float64, 4096)
+		for i := range pts {
+			bd := tc.fs[rng.IntN(len(tc.fs))].Bounds()
+			// Anywhere within a fence's box grown by 300 m: a fleet spends
+			// its time at fences.
+			lat := bd.South + (bd.North-bd.South)/2
+			pts[i] = [2]float64{
+				bd.South - 300/metresPerDegree + rng.Float64()*(bd.North-bd.South+600/metresPerDegree),
+				bd.West - 300/kx(lat) + rng.Float64()*(bd.East-bd.West+600/kx(lat)),
+			}
+		}
+		for _, geometry := range []bool{false, true} {
+			name := strings.Replace(tc.name, "lookup", "index", 1)
+			if geometry {
+				name = tc.name
+			}
+			b.Run(name, func(b *testing.B) {
+				var lat, lon, sum float64
+				visits := 0
+				fn := func(f *Fence) bool {
+					if geometry {
+						sum += f.SignedDistance(lat, lon)
+					}
+					visits++
+					return true
+				}
+				runtime.GC()
+				b.ReportAllocs()
+				i := 0
+				cpu0 := cpuTime()
+				for b.Loop() {
+					p := pts[i&4095]
+					i++
+					lat, lon = p[0], p[1]
+					tc.snap.Near(lat, lon, 50, fn)
+				}
+				reportCPU(b, cpu0)
+				b.ReportMetric(float64(visits)/float64(i), "visits/op")
+			})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package fences
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -13,12 +14,23 @@ import (
 )
 
 // Catalogue holds the current fence set. Readers take a Snapshot (one
-// atomic load) and never wait for writers; Apply builds a complete new
-// Snapshot aside and publishes it with one atomic store. All methods are
-// safe for concurrent use. The zero Catalogue is empty and ready to use.
+// atomic load) and never wait for writers. Apply changes a writer-owned
+// copy-on-write index in O(log n) per fence (a batch as large as a
+// quarter of the catalogue, or the first one, is indexed afresh in one
+// bulk build instead) and publishes the result as a new immutable Snapshot
+// with one atomic store; the nodes it did not touch are shared with older
+// snapshots, never modified. All methods are safe for concurrent use. The
+// zero Catalogue is empty and ready to use.
 type Catalogue struct {
-	mu  sync.Mutex // serialises writers only
+	mu  sync.Mutex // serialises writers; guards work and hyst
 	cur atomic.Pointer[Snapshot]
+	// work is the writer's tree: every snapshot holds a Copy of it taken
+	// when it was published, so writes here copy the shared nodes they
+	// touch and a published tree is never written to.
+	work *rtree.RTreeG[*entry]
+	// hyst counts fences by HysteresisM override, so a delete of the
+	// largest one finds the next largest without a scan of the fences.
+	hyst map[float64]int
 	// held has every fence id any applied batch upserted, deleted since or not:
 	// a trigger may name a fence deleted after it fired, never one the
 	// catalogue has not held.
@@ -49,6 +61,11 @@ func (c *Catalogue) Snapshot() *Snapshot {
 // Version returns the current catalogue version.
 func (c *Catalogue) Version() uint64 { return c.Snapshot().version }
 
+// bulkFraction: a batch changing at least 1/bulkFraction of the fences
+// held is indexed by a bulk build (Hilbert-ordered inserts give tighter
+// nodes) rather than fence by fence.
+const bulkFraction = 4
+
 // Apply applies a batch atomically and stamps it with version: deletes
 // first, then upserts (so an id in both ends up present; among upserts
 // with the same id the last wins). Deleting an unknown id is a no-op, as
@@ -57,7 +74,8 @@ func (c *Catalogue) Version() uint64 { return c.Snapshot().version }
 // On error (an invalid upsert, as *FenceError with its batch index, or a
 // version lower than the current one: ErrVersionRegressed) nothing is
 // applied and readers keep the previous snapshot. An equal version is
-// accepted: the caller owns version numbering.
+// accepted: the caller owns version numbering. The cost is O(k log n) for
+// k changed fences of n, not O(n).
 func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) error {
 	// Validate outside the lock: it is the expensive part.
 	ups := make([]Fence, len(upserts))
@@ -71,6 +89,14 @@ func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) err
 			return &FenceError{Index: i, ID: ups[i].ID, Err: err}
 		}
 	}
+	// One change per id: nil deletes, otherwise the last upsert wins.
+	ops := make(map[string]*entry, len(ups)+len(deletes))
+	for _, id := range deletes {
+		ops[id] = nil
+	}
+	for i := range ups {
+		ops[ups[i].ID] = newEntry(ups[i])
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -78,76 +104,173 @@ func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) err
 	if version < old.version {
 		return fmt.Errorf("%w: apply version %d, catalogue is at %d", ErrVersionRegressed, version, old.version)
 	}
-	byID := make(map[string]Fence, len(old.fences)+len(ups))
-	for _, f := range old.fences {
-		byID[f.ID] = f
+	for i := range ups {
+		c.held.Store(ups[i].ID, struct{}{})
 	}
-	for _, id := range deletes {
-		delete(byID, id)
+	var s *Snapshot
+	if c.work == nil || old.n == 0 || len(ops)*bulkFraction >= old.n {
+		s = c.rebuild(old, ops)
+	} else {
+		s = c.update(old, ops)
 	}
-	for _, f := range ups {
-		byID[f.ID] = f
-		c.held.Store(f.ID, struct{}{})
-	}
-	c.cur.Store(buildSnapshot(version, byID))
+	s.version = version
+	s.tree = c.work.Copy()
+	c.cur.Store(s)
 	return nil
+}
+
+// update changes the fences in ops one by one: each shard of the id index
+// it touches is copied once, and each tree change copies the nodes on one
+// root-to-leaf path.
+func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
+	s := &Snapshot{n: old.n, shards: old.shards, maxHysteresis: old.maxHysteresis}
+	var copied [shardCount]bool
+	maxGone := false
+	for id, e := range ops {
+		i := shardOf(id)
+		prev := s.shards[i][id]
+		if prev == nil && e == nil {
+			continue
+		}
+		if !copied[i] {
+			copied[i] = true
+			m := make(map[string]*entry, len(s.shards[i])+1)
+			maps.Copy(m, s.shards[i])
+			s.shards[i] = m
+		}
+		if prev != nil {
+			for _, r := range prev.rects[:prev.nrects] {
+				c.work.Delete(r.min, r.max, prev)
+			}
+			if h := prev.f.Settings.HysteresisM; h >= s.maxHysteresis {
+				maxGone = true
+			}
+			c.countHysteresis(prev.f.Settings.HysteresisM, -1)
+			delete(s.shards[i], id)
+			s.n--
+		}
+		if e != nil {
+			for _, r := range e.rects[:e.nrects] {
+				c.work.Insert(r.min, r.max, e)
+			}
+			c.countHysteresis(e.f.Settings.HysteresisM, 1)
+			s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
+			s.shards[i][id] = e
+			s.n++
+		}
+	}
+	if maxGone {
+		s.maxHysteresis = 0
+		for h := range c.hyst {
+			s.maxHysteresis = math.Max(s.maxHysteresis, h)
+		}
+	}
+	return s
+}
+
+// rebuild indexes the old fences changed by ops from scratch.
+func (c *Catalogue) rebuild(old *Snapshot, ops map[string]*entry) *Snapshot {
+	s := &Snapshot{}
+	var all []*entry
+	for i := range old.shards {
+		for id, e := range old.shards[i] {
+			if _, changed := ops[id]; !changed {
+				all = append(all, e)
+			}
+		}
+	}
+	for _, e := range ops {
+		if e != nil {
+			all = append(all, e)
+		}
+	}
+	c.hyst = map[float64]int{}
+	type item struct {
+		r   rect
+		e   *entry
+		key uint64
+	}
+	items := make([]item, 0, len(all)+len(all)/64)
+	for _, e := range all {
+		i := shardOf(e.f.ID)
+		if s.shards[i] == nil {
+			s.shards[i] = map[string]*entry{}
+		}
+		s.shards[i][e.f.ID] = e
+		c.countHysteresis(e.f.Settings.HysteresisM, 1)
+		s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
+		for _, r := range e.rects[:e.nrects] {
+			items = append(items, item{r: r, e: e, key: hilbertKey((r.min[0]+r.max[0])/2, (r.min[1]+r.max[1])/2)})
+		}
+	}
+	s.n = len(all)
+	// Inserting in Hilbert order packs nearby fences into the same leaves:
+	// tighter nodes, fewer rectangles tested per search.
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.key, b.key) })
+	c.work = &rtree.RTreeG[*entry]{}
+	for _, it := range items {
+		c.work.Insert(it.r.min, it.r.max, it.e)
+	}
+	return s
+}
+
+func (c *Catalogue) countHysteresis(h float64, d int) {
+	if c.hyst == nil {
+		c.hyst = map[float64]int{}
+	}
+	if c.hyst[h] += d; c.hyst[h] <= 0 {
+		delete(c.hyst, h)
+	}
 }
 
 // Snapshot is one immutable version of the catalogue. It is safe for
 // concurrent use, and valid for as long as it is referenced, whatever
 // Apply does meanwhile.
 type Snapshot struct {
-	version       uint64
-	fences        []Fence // sorted by ID
-	index         map[string]int32
-	tree          rtree.RTreeG[uint32]
+	version uint64
+	n       int
+	// shards is the id index, split so that an update copies only the
+	// maps it touches (a few hundred entries each at 100,000 fences).
+	shards        [shardCount]map[string]*entry
+	tree          *rtree.RTreeG[*entry]
 	maxHysteresis float64
+
+	sortOnce sync.Once
+	sorted   []Fence // by ID; built by the first All
 }
 
-// splitEntry flags index entries of fences stored twice because their box
-// crosses the antimeridian; Near de-duplicates those.
-const splitEntry = 1 << 31
+// shardCount: 1024 map pointers copied per update against ~100 entries
+// per shard copied at 100,000 fences.
+const shardCount = 1024
+
+func shardOf(id string) int {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h % shardCount)
+}
+
+// entry is one indexed fence. A fence whose box crosses the antimeridian
+// is in the tree twice (split); Near de-duplicates those.
+type entry struct {
+	f      Fence
+	rects  [2]rect
+	nrects int
+}
+
+func newEntry(f Fence) *entry {
+	e := &entry{f: f}
+	e.rects, e.nrects = f.geo.bounds.entries()
+	return e
+}
 
 // empty is the snapshot of a zero Catalogue; shared, as snapshots are
 // immutable.
 var empty = emptySnapshot()
 
 func emptySnapshot() *Snapshot {
-	return &Snapshot{index: map[string]int32{}}
-}
-
-func buildSnapshot(version uint64, byID map[string]Fence) *Snapshot {
-	s := &Snapshot{version: version, fences: make([]Fence, 0, len(byID)), index: make(map[string]int32, len(byID))}
-	for _, f := range byID {
-		s.fences = append(s.fences, f)
-	}
-	slices.SortFunc(s.fences, func(a, b Fence) int { return strings.Compare(a.ID, b.ID) })
-	type entry struct {
-		r    rect
-		data uint32
-		key  uint64
-	}
-	ents := make([]entry, 0, len(s.fences))
-	for i := range s.fences {
-		f := &s.fences[i]
-		s.index[f.ID] = int32(i)
-		s.maxHysteresis = math.Max(s.maxHysteresis, f.Settings.HysteresisM)
-		rs, n := f.geo.bounds.entries()
-		data := uint32(i)
-		if n > 1 {
-			data |= splitEntry
-		}
-		for _, r := range rs[:n] {
-			ents = append(ents, entry{r: r, data: data, key: hilbertKey((r.min[0]+r.max[0])/2, (r.min[1]+r.max[1])/2)})
-		}
-	}
-	// Inserting in Hilbert order packs nearby fences into the same leaves:
-	// tighter nodes, fewer rectangles tested per search.
-	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
-	for _, e := range ents {
-		s.tree.Insert(e.r.min, e.r.max, e.data)
-	}
-	return s
+	return &Snapshot{tree: &rtree.RTreeG[*entry]{}}
 }
 
 // hilbertKey maps lon/lat to a position on a Hilbert curve over the world
@@ -180,7 +303,7 @@ func hilbertKey(lon, lat float64) uint64 {
 func (s *Snapshot) Version() uint64 { return s.version }
 
 // Len is the number of fences.
-func (s *Snapshot) Len() int { return len(s.fences) }
+func (s *Snapshot) Len() int { return s.n }
 
 // MaxHysteresisM is the largest per-fence HysteresisM setting (0 if none
 // overrides it); the debouncer adds it to its Near margin.
@@ -188,15 +311,27 @@ func (s *Snapshot) MaxHysteresisM() float64 { return s.maxHysteresis }
 
 // Get returns the fence with the given id.
 func (s *Snapshot) Get(id string) (Fence, bool) {
-	i, ok := s.index[id]
+	e, ok := s.shards[shardOf(id)][id]
 	if !ok {
 		return Fence{}, false
 	}
-	return s.fences[i], true
+	return e.f, true
 }
 
-// All returns every fence, sorted by id, in a new slice.
-func (s *Snapshot) All() []Fence { return slices.Clone(s.fences) }
+// All returns every fence, sorted by id, in a new slice. The first call on
+// a snapshot sorts (O(n log n)); later ones copy.
+func (s *Snapshot) All() []Fence {
+	s.sortOnce.Do(func() {
+		s.sorted = make([]Fence, 0, s.n)
+		for i := range s.shards {
+			for _, e := range s.shards[i] {
+				s.sorted = append(s.sorted, e.f)
+			}
+		}
+		slices.SortFunc(s.sorted, func(a, b Fence) int { return strings.Compare(a.ID, b.ID) })
+	})
+	return slices.Clone(s.sorted)
+}
 
 // Near calls fn for every fence whose box, grown by marginM metres, contains
 // (lat, lon) (see Bounds.ContainsPoint), once each and in no particular
@@ -205,7 +340,7 @@ func (s *Snapshot) All() []Fence { return slices.Clone(s.fences) }
 // ping's accuracy also sees the fences it is just outside of. The *Fence
 // points into the snapshot: do not modify it. Near does not allocate.
 func (s *Snapshot) Near(lat, lon, marginM float64, fn func(f *Fence) bool) {
-	if len(s.fences) == 0 || fn == nil {
+	if s.n == 0 || fn == nil {
 		return
 	}
 	q, ok := makeQuery(lat, lon, marginM)
@@ -213,22 +348,22 @@ func (s *Snapshot) Near(lat, lon, marginM float64, fn func(f *Fence) bool) {
 		return
 	}
 	v := visitorPool.Get().(*visitor)
-	v.fences, v.fn, v.stopped = s.fences, fn, false
+	v.fn, v.stopped = fn, false
 	for i := 0; i < q.n && !v.stopped; i++ {
 		s.tree.Search(q.min[i], q.max[i], v.iter)
 	}
-	v.fences, v.fn, v.seen = nil, nil, v.seen[:0]
+	clear(v.seen)
+	v.fn, v.seen = nil, v.seen[:0]
 	visitorPool.Put(v)
 }
 
 // visitor adapts the rtree callback to Near's. Pooled, with its method
 // value bound once, so a search allocates no closure.
 type visitor struct {
-	fences  []Fence
 	fn      func(*Fence) bool
-	seen    []uint32 // split fences already visited in this call
+	seen    []*entry // split fences already visited in this call
 	stopped bool
-	iter    func(min, max [2]float64, data uint32) bool
+	iter    func(min, max [2]float64, e *entry) bool
 }
 
 var visitorPool = sync.Pool{New: func() any {
@@ -237,15 +372,14 @@ var visitorPool = sync.Pool{New: func() any {
 	return v
 }}
 
-func (v *visitor) visit(_, _ [2]float64, data uint32) bool {
-	if data&splitEntry != 0 {
-		data &^= splitEntry
-		if slices.Contains(v.seen, data) {
+func (v *visitor) visit(_, _ [2]float64, e *entry) bool {
+	if e.nrects > 1 {
+		if slices.Contains(v.seen, e) {
 			return true
 		}
-		v.seen = append(v.seen, data)
+		v.seen = append(v.seen, e)
 	}
-	if !v.fn(&v.fences[data]) {
+	if !v.fn(&e.f) {
 		v.stopped = true
 		return false
 	}

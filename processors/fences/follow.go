@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +102,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	// caught up, each once: a later record for the key (a fix or a tombstone)
 	// makes the earlier one history, not news.
 	pending := map[string]invalidRecord{}
+	// ops holds the latest change per fence id not yet applied: nil is a
+	// tombstone. The last record of a key decides, as in the topic.
+	ops := map[string]*Fence{}
 	report := func(r invalidRecord) {
 		f.log.Error("skipping invalid fence record", "key", r.key, "offset", r.offset, "err", r.err,
 			"fix", "remove it with: "+DeleteCommand([]byte(r.key)))
@@ -128,39 +132,38 @@ func (f *Follower) Run(ctx context.Context) error {
 		if len(errs) > 0 {
 			f.log.Warn("fetching fences failed; retrying", "err", errors.Join(errs...))
 		}
-		var upserts []Fence
-		var deletes []string
-		fetches.EachRecord(func(r *kgo.Record) {
+		recs := fetches.Records()
+		for i, d := range decodeRecords(recs, codec) {
+			r := recs[i]
 			next[r.Partition] = r.Offset + 1
 			id := string(r.Key)
 			delete(pending, id)
-			if len(r.Value) == 0 {
-				deletes = append(deletes, id)
-				upserts = dropID(upserts, id)
-				return
-			}
-			pb, err := codec.Unmarshal(r.Value)
-			if err == nil && pb.GetFenceId() != id {
-				err = fmt.Errorf("fence_id %q differs from key %q", pb.GetFenceId(), id)
-			}
-			var fence Fence
-			if err == nil {
-				fence, err = FenceFromProto(pb)
-			}
-			if err != nil {
+			if d.err != nil {
 				fenceRecordsRejected.Inc()
-				bad := invalidRecord{key: id, offset: r.Offset, err: err}
+				bad := invalidRecord{key: id, offset: r.Offset, err: d.err}
 				if f.isReady() {
 					report(bad)
 				} else {
 					pending[id] = bad
 				}
-				return
+				continue
 			}
-			upserts = append(dropID(upserts, id), fence)
-			deletes = dropString(deletes, id)
-		})
-		if len(upserts) > 0 || len(deletes) > 0 {
+			ops[id] = d.fence // nil for a tombstone
+		}
+		// While catching up, changes gather in ops and are indexed once, when
+		// the catalogue is complete: a start costs one bulk build, not one
+		// rebuild per fetch.
+		if len(ops) > 0 && (f.isReady() || caughtUp()) {
+			var upserts []Fence
+			var deletes []string
+			for id, fence := range ops {
+				if fence == nil {
+					deletes = append(deletes, id)
+				} else {
+					upserts = append(upserts, *fence)
+				}
+			}
+			clear(ops)
 			var version uint64
 			for _, o := range next {
 				version += uint64(o)
@@ -179,6 +182,49 @@ func (f *Follower) Run(ctx context.Context) error {
 			f.markReady()
 		}
 	}
+}
+
+// decoded is one fences-topic record: the fence, nil for a tombstone, or
+// why it is not a valid fence.
+type decoded struct {
+	fence *Fence
+	err   error
+}
+
+// decodeRecords decodes and validates records on every core (a start's
+// main cost), in input order.
+func decodeRecords(recs []*kgo.Record, codec codecs.Proto[geofencepb.Fence, *geofencepb.Fence]) []decoded {
+	out := make([]decoded, len(recs))
+	one := func(i int) {
+		r := recs[i]
+		if len(r.Value) == 0 {
+			return
+		}
+		pb, err := codec.Unmarshal(r.Value)
+		if err == nil && pb.GetFenceId() != string(r.Key) {
+			err = fmt.Errorf("fence_id %q differs from key %q", pb.GetFenceId(), r.Key)
+		}
+		var fence Fence
+		if err == nil {
+			fence, err = FenceFromProto(pb)
+		}
+		if err != nil {
+			out[i].err = err
+			return
+		}
+		out[i].fence = &fence
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(recs)/64+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(recs); i += workers {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 type invalidRecord struct {
@@ -221,24 +267,4 @@ func DeleteCommand(key []byte) string {
 		return "fencectl fences delete " + string(key)
 	}
 	return "fencectl fences delete '" + strings.ReplaceAll(string(key), "'", `'\''`) + "'"
-}
-
-func dropID(fs []Fence, id string) []Fence {
-	out := fs[:0]
-	for _, f := range fs {
-		if f.ID != id {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func dropString(ss []string, s string) []string {
-	out := ss[:0]
-	for _, v := range ss {
-		if v != s {
-			out = append(out, v)
-		}
-	}
-	return out
 }

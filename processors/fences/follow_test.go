@@ -138,3 +138,93 @@ func TestFollowerReportsEachInvalidRecordOnceWithTheFix(t *testing.T) {
 		t.Fatalf("errors: %q", got)
 	}
 }
+
+// updates counts the "fence catalogue updated" records.
+func (h *recordLog) updates() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.Message == "fence catalogue updated" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFollowerIndexesAStartOnce: a start reads the whole topic (several
+// fetches) and indexes it in one batch; later records apply one by one.
+func TestFollowerIndexesAStartOnce(t *testing.T) {
+	cl := embeddedtest.Cluster(t)
+	kc := embeddedtest.Client(t, cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const topic, n = "fences", 4000
+	if _, err := kadm.NewClient(kc).CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Synthetic(n+1, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := codecs.For[geofencepb.Fence]()
+	record := func(f Fence) *kgo.Record {
+		pb, err := f.ToProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := codec.Marshal(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &kgo.Record{Topic: topic, Key: []byte(f.ID), Value: v}
+	}
+	recs := make([]*kgo.Record, 0, n+1)
+	bytes := 0
+	for _, f := range fs[:n] {
+		recs = append(recs, record(f))
+		bytes += len(recs[len(recs)-1].Value)
+	}
+	recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fs[0].ID)}) // a tombstone
+	if err := kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &recordLog{}
+	cat := New()
+	f := NewFollower(cl, topic, cat, slog.New(logs))
+	done := make(chan error, 1)
+	fctx, stop := context.WithCancel(ctx)
+	defer func() { stop(); <-done }()
+	go func() { done <- f.Run(fctx) }()
+	select {
+	case <-f.Ready():
+	case err := <-done:
+		t.Fatalf("follower ended before ready: %v", err)
+	case <-ctx.Done():
+		t.Fatal("follower not ready in time")
+	}
+	if got := cat.Snapshot().Len(); got != n-1 {
+		t.Fatalf("ready with %d fences, want %d", got, n-1)
+	}
+	if _, ok := cat.Snapshot().Get(fs[0].ID); ok {
+		t.Error("the tombstoned fence is held")
+	}
+	if u := logs.updates(); u != 1 {
+		t.Errorf("the start (%d KiB of fences) was applied in %d batches, want 1", bytes>>10, u)
+	}
+
+	if err := kc.ProduceSync(ctx, record(fs[n])).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for cat.Snapshot().Len() != n {
+		if time.Now().After(deadline) {
+			t.Fatal("the fence produced after the start was not applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v, want := cat.Version(), uint64(n+2); v != want {
+		t.Errorf("version %d, want %d (the sum of the partitions' next offsets)", v, want)
+	}
+}

@@ -315,9 +315,12 @@ func FenceFromProto(p *geofencepb.Fence) (Fence, error) {
 	if err := validateID(f.ID); err != nil {
 		return fail(err)
 	}
-	g, err := parseGeometry(p.GetGeometryGeojson())
-	if err != nil {
-		return fail(err)
+	g, ok := parseCanonical(p.GetGeometryGeojson())
+	if !ok {
+		var err error
+		if g, err = parseGeometry(p.GetGeometryGeojson()); err != nil {
+			return fail(err)
+		}
 	}
 	f.Geometry = g
 	if err := f.validate(-1); err != nil {

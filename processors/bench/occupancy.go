@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/occupancy"
+	"github.com/fencestream/fencestream/topology/hlc"
+)
+
+// occupancyFences is how many of the catalogue's fences the occupancy
+// stage's triggers go to (issue 16 measured 7 demo fences).
+const occupancyFences = 7
+
+// triggers makes cfg.Triggers well-formed triggers for cfg.TriggerDevices
+// devices: each device enters then leaves one fence in turn, with rising
+// HLCs, as the debouncer would emit them.
+func (e *env) triggers() ([]*kgo.Record, error) {
+	all := e.cat.Snapshot().All()
+	if len(all) == 0 {
+		return nil, fmt.Errorf("no fences for the occupancy stage")
+	}
+	fs := all[:min(len(all), occupancyFences)]
+	codec := codecs.For[geofencepb.Trigger]()
+	const base = int64(1_767_225_600_000) // 2026-01-01
+	recs := make([]*kgo.Record, e.cfg.Triggers)
+	for i := range recs {
+		d := i % e.cfg.TriggerDevices
+		step := i / e.cfg.TriggerDevices // this device's step
+		device := fmt.Sprintf("bench-dev-%06d", d)
+		fence := fs[(d+step/2)%len(fs)].ID
+		typ := geofencepb.TriggerType_TRIGGER_TYPE_ENTER
+		if step%2 == 1 {
+			typ = geofencepb.TriggerType_TRIGGER_TYPE_EXIT
+		}
+		at := base + int64(step)*60_000 + int64(d)
+		h := hlc.Pack(at, 0)
+		v, err := codec.Marshal(&geofencepb.Trigger{
+			TriggerId: debounce.TriggerID(device, fence, typ, h), DeviceId: device, FenceId: fence,
+			Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
+			EventTimeMs: at, Hlc: h, CatalogueVersion: e.cat.Version(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = &kgo.Record{Topic: geofence.TopicTriggers, Key: []byte(device), Value: v}
+	}
+	return recs, nil
+}
+
+// occupancyAlone runs the occupancy processor alone over cfg.Triggers
+// triggers produced straight to fence-triggers beforehand, timed until it
+// has applied every one (its loop drained too).
+func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
+	if err := e.reset(ctx); err != nil {
+		return Stage{}, err
+	}
+	recs, err := e.triggers()
+	if err != nil {
+		return Stage{}, err
+	}
+	if err := e.newProducer(); err != nil {
+		return Stage{}, err
+	}
+	e.progress("producing %d triggers for %d devices", len(recs), e.cfg.TriggerDevices)
+	if err := e.kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return Stage{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	var occP atomic.Pointer[group.Processor]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errc <- occupancy.Run(ctx, e.cl, occupancy.RunConfig{
+			Topology: e.topo, StateDir: e.stateDir("occupancy-alone"), LagEvery: -1, Log: e.log, Group: e.groupOpts(),
+			Started: func(p *group.Processor) { occP.Store(p) },
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	var t timer
+	deadline := time.Now().Add(stageLimit)
+	for {
+		if p := occP.Load(); p != nil {
+			n, _ := p.Processed(geofence.TopicTriggers)
+			t.observe(n)
+			if n >= len(recs) {
+				lag, err := e.occupancyBacklog(ctx, p)
+				if err != nil {
+					return Stage{}, err
+				}
+				if lag == 0 {
+					return t.stage(n), nil
+				}
+			}
+		}
+		select {
+		case err := <-errc:
+			return Stage{}, fmt.Errorf("occupancy stopped: %v", err)
+		case <-ctx.Done():
+			return Stage{}, ctx.Err()
+		case <-time.After(poll):
+		}
+		if time.Now().After(deadline) {
+			return Stage{}, fmt.Errorf("occupancy not done after %v", stageLimit)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fences
+
+const raceEnabled = false
