@@ -12,6 +12,10 @@ type Sample struct {
 	TimeMs    int64   // event time of the ping (never wall clock)
 	Distance  float64 // signed metres to the fence edge: >0 inside, <0 outside
 	AccuracyM float64 // GPS accuracy: radius of the 68% circle, metres (0 = exact)
+	// Implausible marks a fix too far from the device's previous one for
+	// the time between them (see [Settings.MaxSpeedMS]): the sprt detector
+	// takes it as no information. The strict rule ignores the mark.
+	Implausible bool
 }
 
 // Transition is one trigger fired by [Step] or [Timeout].

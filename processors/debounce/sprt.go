@@ -23,14 +23,50 @@ import (
 // running sum so it can decide early. A fix near the edge is weak evidence,
 // not none, and a coarse fix counts for less (1/σ², not 1/σ).
 //
-// σ comes from the fix's accuracy. Convention: accuracy is the radius of the
-// 68% circle (Ping.accuracy_m). For a circular Gaussian that radius is 1.51 σ
-// per axis, so an honest receiver's σ along the normal is accuracy/1.51; we
-// take σ = accuracy instead. That overstates an honest receiver's noise by
-// 1.5× (each fix weighs 2.3× less, costing delay, never false triggers) and
-// is right for the many receivers, and the fleet simulator, that report the
-// 1σ per-axis error as "accuracy". σ is at least minSigmaM, so an exact fix
-// (accuracy 0) is strong evidence but not infinite.
+// σ comes from the fix's accuracy, not believed blindly:
+//
+//	σ = max(AccuracyFloorM, AccuracyScale × accuracy, 1 m)
+//
+// Convention: accuracy is the radius of the 68% circle (Ping.accuracy_m). For
+// a circular Gaussian that radius is 1.51 σ per axis, so an honest
+// receiver's σ along the normal is accuracy/1.51; AccuracyScale 1 (the
+// default) takes σ = accuracy instead. That absorbs receivers up to 1.5×
+// optimistic (common on Android) at no cost to the many receivers, and the
+// fleet simulator, that report the 1σ per-axis error as "accuracy"; a fleet
+// known to under-report further sets AccuracyScale above 1. The floor
+// (default 5 m) is there because a phone reporting 2 m is rarely better than
+// 5 m in the errors that matter near a fence (multipath, a bias that lasts a
+// minute), and because it caps what under-reported accuracy can do: with the
+// floor, a fix reporting half its true σ of 5 m weighs what an honest one
+// does, where it used to weigh 4×, and 52 of 1,000 devices parked near an edge
+// got a false ENTER (issue 20).
+//
+// # Outliers
+//
+// A multipath fix can land 100 m from the truth while reporting the normal
+// accuracy. Under the Gaussian model it is strong evidence; three of them
+// confirmed a stay. The evidence of each fix is therefore censored (Huber's
+// robust version of the probability ratio test, 1965: the least favourable
+// pair of ε-contaminated Gaussians has a clipped log-likelihood ratio):
+//
+//	λ(x) = 2δ · clip(x, ±ClipSigmas·σ) / σ²
+//
+// so a fix beyond ClipSigmas σ (default 2: 10 m at σ 5 m) counts as one at
+// 2σ. A device parked 2 m outside with 5% of its fixes outliers of σ 60 m
+// still drifts down by about 0.38 per fix with per-fix variance 1.1, and a
+// wild fix inside is worth what 5 good fixes at 2 m are, not 25. Deep inside
+// (or outside) every fix is censored, so ⌈span / (2δ·ClipSigmas/σ)⌉ fixes
+// confirm (5 at the defaults and σ 5 m, fewer than MinDwell's 10 s at 1 Hz):
+// censoring costs a device that really crossed nothing.
+//
+// A fix is also checked against the device's track: one that lies farther
+// from the device's previous fix than MaxSpeedMS (default 50 m/s) allows in
+// the time between them, plus 3√2 σ for the noise of the two fixes, is no
+// information at all (Sample.Implausible; Apply decides it once per ping,
+// from the last position the device state keeps anyway, so it costs no state).
+// At 1 Hz that rejects about half of the multipath outliers of a parked
+// device (σ 60 m), and the next good fix, which jumps back; at one fix in 30 s
+// it rejects little, and censoring does the work.
 //
 // # The test
 //
@@ -52,10 +88,12 @@ import (
 //
 // # Bounds, and why
 //
-//   - Each fix's λ is clamped to ±(A−B)/max(MinSamples, 2): one wild fix (a
-//     multipath jump hundreds of metres into the fence) cannot confirm alone,
-//     nor erase the evidence of several good ones; MinSamples full-weight
-//     fixes are the fastest confirmation.
+//   - Each fix's λ is censored at ClipSigmas σ (above) and clamped to
+//     ±(A−B)/max(MinSamples, 2): one wild fix (a multipath jump hundreds of
+//     metres into the fence) cannot confirm alone, nor erase the evidence of
+//     several good ones; MinSamples full-weight fixes are the fastest
+//     confirmation, whatever the settings. The bound holds for any input
+//     accuracy, since σ ≥ 1 m.
 //   - The evidence never goes below the floor B: a long stay on one side does
 //     not bank evidence against leaving it, which would delay the EXIT (or
 //     ENTER) of a device that really moves by however long it stayed. This is
@@ -71,7 +109,7 @@ import (
 
 // minSigmaM is the least noise scale of a fix, metres: a fix with accuracy 0
 // (or below a metre) is not taken as exact, since fence edges are not drawn
-// to better than that either.
+// to better than that either. It applies under any AccuracyFloorM.
 const minSigmaM = 1.0
 
 // sprtTest holds the constants of the test for one Settings.
@@ -79,6 +117,9 @@ type sprtTest struct {
 	span  float64 // A − B: evidence from the floor to the threshold
 	clamp float64 // the most one fix adds or removes
 	delta float64 // δ, metres
+	floor float64 // least σ, metres (≥ minSigmaM)
+	scale float64 // σ = scale × accuracy above the floor
+	clip  float64 // censoring point in σ; 0: none
 }
 
 func newSPRT(cfg Settings) sprtTest {
@@ -98,7 +139,17 @@ func newSPRT(cfg Settings) sprtTest {
 	if alpha != DefaultFalseAlarm || beta != DefaultMissedDetection {
 		span = waldSpan(alpha, beta)
 	}
-	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta}
+	floor, scale, clip := cfg.AccuracyFloorM, cfg.AccuracyScale, cfg.ClipSigmas
+	if !(floor >= minSigmaM && floor <= MaxAccuracyFloorM) {
+		floor = minSigmaM
+	}
+	if !(scale > 0 && scale <= MaxAccuracyScale) {
+		scale = 1
+	}
+	if !(clip > 0 && clip <= MaxClipSigmas) {
+		clip = 0
+	}
+	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta, floor: floor, scale: scale, clip: clip}
 }
 
 // waldSpan is A − B: Wald's upper threshold log((1−β)/α) minus his lower
@@ -110,7 +161,8 @@ func waldSpan(alpha, beta float64) float64 {
 var defaultSpan = waldSpan(DefaultFalseAlarm, DefaultMissedDetection)
 
 // SPRTThreshold returns the evidence span A − B the sprt detector needs to
-// confirm a transition under cfg, and the most one fix can contribute.
+// confirm a transition under cfg, and the most one fix can contribute
+// whatever its accuracy (the clamp; censoring may make it less).
 func SPRTThreshold(cfg Settings) (span, perFix float64) {
 	t := newSPRT(cfg)
 	return t.span, t.clamp
@@ -119,11 +171,15 @@ func SPRTThreshold(cfg Settings) (span, perFix float64) {
 // llr is the clamped evidence of one fix at signed distance x (metres from
 // the reference line, positive towards the candidate side).
 func (t sprtTest) llr(x, accuracy float64) float64 {
-	sigma := accuracy
-	if !(sigma >= minSigmaM) {
-		sigma = minSigmaM
+	sigma := t.scale * accuracy
+	if !(sigma >= t.floor) { // also a negative accuracy
+		sigma = t.floor
 	}
 	l := 2 * t.delta * x / (sigma * sigma)
+	if t.clip > 0 {
+		c := 2 * t.delta * t.clip / sigma
+		l = max(-c, min(c, l))
+	}
 	return max(-t.clamp, min(t.clamp, l))
 }
 
@@ -132,7 +188,7 @@ func (t sprtTest) llr(x, accuracy float64) float64 {
 // what counts as evidence differs (see the top of this file).
 func stepSPRT(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
 	d, acc := s.Distance, s.AccuracyM
-	if math.IsNaN(d) || math.IsNaN(acc) {
+	if math.IsNaN(d) || math.IsNaN(acc) || s.Implausible {
 		return st, nil
 	}
 	hyst := cfg.Hysteresis
