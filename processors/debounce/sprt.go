@@ -120,6 +120,7 @@ type sprtTest struct {
 	floor float64 // least σ, metres (≥ minSigmaM)
 	scale float64 // σ = scale × accuracy above the floor
 	clip  float64 // censoring point in σ; 0: none
+	run   uint32  // clear fixes in a row that confirm (≥ 2)
 }
 
 func newSPRT(cfg Settings) sprtTest {
@@ -149,7 +150,11 @@ func newSPRT(cfg Settings) sprtTest {
 	if !(clip > 0 && clip <= MaxClipSigmas) {
 		clip = 0
 	}
-	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta, floor: floor, scale: scale, clip: clip}
+	run := uint32(2)
+	if cfg.MinSamples > 2 {
+		run = uint32(min(cfg.MinSamples, math.MaxUint32))
+	}
+	return sprtTest{span: span, clamp: span / float64(max(cfg.MinSamples, 2)), delta: delta, floor: floor, scale: scale, clip: clip, run: run}
 }
 
 // waldSpan is A − B: Wald's upper threshold log((1−β)/α) minus his lower
@@ -168,19 +173,21 @@ func SPRTThreshold(cfg Settings) (span, perFix float64) {
 	return t.span, t.clamp
 }
 
-// llr is the clamped evidence of one fix at signed distance x (metres from
-// the reference line, positive towards the candidate side).
-func (t sprtTest) llr(x, accuracy float64) float64 {
+// llr is the censored and clamped evidence of one fix at signed distance x
+// (metres from the reference line, positive towards the candidate side), and
+// whether the fix is clear: at least the censoring point on that side.
+func (t sprtTest) llr(x, accuracy float64) (l float64, clear bool) {
 	sigma := t.scale * accuracy
 	if !(sigma >= t.floor) { // also a negative accuracy
 		sigma = t.floor
 	}
-	l := 2 * t.delta * x / (sigma * sigma)
+	l = 2 * t.delta * x / (sigma * sigma)
 	if t.clip > 0 {
 		c := 2 * t.delta * t.clip / sigma
+		clear = l >= c
 		l = max(-c, min(c, l))
 	}
-	return max(-t.clamp, min(t.clamp, l))
+	return max(-t.clamp, min(t.clamp, l)), clear
 }
 
 // stepSPRT is Step under the sprt detector: the same phases, state ownership,
@@ -201,37 +208,40 @@ func stepSPRT(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.Fe
 		if s.TimeMs < st.CandidateSinceMs {
 			return st, nil
 		}
-		return t.accumulate(st, false, t.llr(d, acc), s, cfg)
+		l, clear := t.llr(d, acc)
+		return t.accumulate(st, false, l, clear, s, cfg)
 
 	case geofencepb.Phase_PHASE_INSIDE:
 		if s.TimeMs < st.InsideSinceMs {
 			return st, nil
 		}
-		l := t.llr(-d-hyst, acc)
+		l, clear := t.llr(-d-hyst, acc)
 		if !(l > 0) {
 			return dwell(st, s, cfg)
 		}
-		return t.accumulate(candidate(geofencepb.Phase_PHASE_EXITING, st, s), true, l, s, cfg)
+		return t.accumulate(candidate(geofencepb.Phase_PHASE_EXITING, st, s), true, l, clear, s, cfg)
 
 	case geofencepb.Phase_PHASE_EXITING:
 		if s.TimeMs < st.CandidateSinceMs {
 			return st, nil
 		}
-		return t.accumulate(st, false, t.llr(-d-hyst, acc), s, cfg)
+		l, clear := t.llr(-d-hyst, acc)
+		return t.accumulate(st, false, l, clear, s, cfg)
 
 	default: // OUTSIDE, nil, or an unknown phase: evidence at the floor
-		l := t.llr(d, acc)
+		l, clear := t.llr(d, acc)
 		if !(l > 0) {
 			return nil, nil
 		}
-		return t.accumulate(candidate(geofencepb.Phase_PHASE_ENTERING, nil, s), true, l, s, cfg)
+		return t.accumulate(candidate(geofencepb.Phase_PHASE_ENTERING, nil, s), true, l, clear, s, cfg)
 	}
 }
 
 // accumulate adds one fix's evidence l to the candidate st (ENTERING or
-// EXITING), abandons it at the floor and confirms it at the threshold once
-// MinSamples and MinDwell are met. fresh says st was just allocated by Step.
-func (t sprtTest) accumulate(st *geofencepb.FenceState, fresh bool, l float64, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
+// EXITING), abandons it at the floor and confirms it at the threshold, or
+// after a run of clear fixes, once MinSamples and MinDwell are met. fresh
+// says st was just allocated by Step.
+func (t sprtTest) accumulate(st *geofencepb.FenceState, fresh bool, l float64, clear bool, s Sample, cfg Settings) (*geofencepb.FenceState, []Transition) {
 	e := min(st.Evidence+l, t.span)
 	if !(e > 0) { // back at the floor: the test rejected the transition
 		if st.Phase == geofencepb.Phase_PHASE_EXITING {
@@ -240,8 +250,12 @@ func (t sprtTest) accumulate(st *geofencepb.FenceState, fresh bool, l float64, s
 		return nil, nil
 	}
 	n, ready := count(st, s, cfg)
-	if ready && e >= t.span {
+	var run uint32
+	if clear {
+		run = min(st.ClearRun+1, t.run)
+	}
+	if ready && (e >= t.span || run >= t.run) {
 		return confirm(st, s)
 	}
-	return withCount(st, fresh, n, e), nil // a saturated candidate waiting for MinDwell is no write
+	return withCount(st, fresh, n, e, run), nil // a saturated candidate waiting for MinDwell is no write
 }

@@ -39,8 +39,8 @@ func parked(seed uint64, startMs int64, n int, d, sigma float64) []Sample {
 func TestSPRTThresholdFromErrorProbabilities(t *testing.T) {
 	cfg := DefaultSettings()
 	span, perFix := SPRTThreshold(cfg)
-	// Wald: A = log((1-β)/α), B = log(β/(1-α)); α = β = 0.001.
-	want := 2 * math.Log(0.999/0.001)
+	// Wald: A = log((1-β)/α), B = log(β/(1-α)); α = β = 0.006.
+	want := 2 * math.Log(0.994/0.006)
 	if math.Abs(span-want) > 1e-9 {
 		t.Fatalf("span %v, want %v", span, want)
 	}
@@ -145,8 +145,11 @@ func TestSPRTBoundedEvidence(t *testing.T) {
 	// Waiting for MinDwell does not bank evidence above the threshold either:
 	// a candidate full of evidence is undone by as many fixes as a fresh one.
 	span, _ := SPRTThreshold(cfg)
-	st, _ := runSPRT(nil, cfg, Sample{TimeMs: 0, Distance: 80, AccuracyM: 5}, Sample{TimeMs: 1000, Distance: 80, AccuracyM: 5},
-		Sample{TimeMs: 2000, Distance: 80, AccuracyM: 5}, Sample{TimeMs: 3000, Distance: 80, AccuracyM: 5})
+	var deep []Sample // censored at 2σ, each adds 2: six saturate the span
+	for i := range 6 {
+		deep = append(deep, Sample{TimeMs: int64(i) * 1000, Distance: 80, AccuracyM: 5})
+	}
+	st, _ := runSPRT(nil, cfg, deep...)
 	if st.GetPhase() != entering || st.Evidence != span {
 		t.Fatalf("candidate waiting for MinDwell: %v evidence %v, want ENTERING at the threshold %v", stateString(st), st.GetEvidence(), span)
 	}
