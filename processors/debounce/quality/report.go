@@ -83,11 +83,11 @@ func (r *Report) writeParked(tw *tabwriter.Writer, p *ParkedWorkload) {
 		}
 		return fmt.Sprint(s.Flapping)
 	})
-	block("delay to ENTER p50/p95 s", hasInside, func(_ string, s *Score) string {
+	block("delay to ENTER p50/p90/p95 s", hasInside, func(_ string, s *Score) string {
 		if s.DelayP50S < 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%s/%s", secs(s.DelayP50S), secs(s.DelayP95S))
+		return fmt.Sprintf("%s/%s/%s", secs(s.DelayP50S), secs(s.DelayP90S), secs(s.DelayP95S))
 	})
 	near := func(s *Score) bool { return s == &first.Near }
 	block("triggers / true transitions", near, func(name string, s *Score) string {
