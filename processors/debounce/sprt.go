@@ -82,6 +82,17 @@ import (
 // strict rule, the candidate has MinSamples samples and lasted MinDwell in
 // event time.
 //
+// It is also confirmed, under the same MinSamples and MinDwell, after
+// max(MinSamples, 2) clear fixes in a row: fixes at or beyond the censoring
+// point on the new side (FenceState.clear_run counts them). Censoring makes
+// every fix of a real crossing count as one at 2σ, and span/(4δ/σ) of those
+// (6 at σ 5 m) would be needed where MinSamples used to do; a device sending a
+// fix every 30 s would wait 5 fixes instead of 3. A run of clear fixes is what
+// the strict rule confirms on, and what isolated outliers cannot fake: with
+// 5% of fixes outliers, three in a row all clear on the same side come once
+// in about 10⁵ triples. The run costs no bytes when 0 and 2 bytes (a varint
+// field) while a candidate has one; settled states never carry it.
+//
 // Exit evidence is measured against the edge moved outward by Hysteresis:
 // x' = −x − Hysteresis, so a device sitting in the band (or just inside)
 // builds none, and a device parked near the edge cannot flap.
