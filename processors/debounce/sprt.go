@@ -54,10 +54,11 @@ import (
 // so a fix beyond ClipSigmas σ (default 2: 10 m at σ 5 m) counts as one at
 // 2σ. A device parked 2 m outside with 5% of its fixes outliers of σ 60 m
 // still drifts down by about 0.38 per fix with per-fix variance 1.1, and a
-// wild fix inside is worth what 5 good fixes at 2 m are, not 25. Deep inside
-// (or outside) every fix is censored, so ⌈span / (2δ·ClipSigmas/σ)⌉ fixes
-// confirm (5 at the defaults and σ 5 m, fewer than MinDwell's 10 s at 1 Hz):
-// censoring costs a device that really crossed nothing.
+// wild fix inside is worth what 5 good fixes 2 m inside are, where the clamp
+// alone let it weigh 8.5. Deep inside (or outside) every fix is censored, so
+// the evidence alone would need ⌈span / (2δ·ClipSigmas/σ)⌉ fixes (6 at the
+// defaults and σ 5 m); the run of clear fixes below keeps a real crossing at
+// MinSamples.
 //
 // A fix is also checked against the device's track: one that lies farther
 // from the device's previous fix than MaxSpeedMS (default 50 m/s) allows in
