@@ -48,6 +48,10 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	})
 	fs.Float64Var(&defaults.FalseAlarm, "false-alarm", defaults.FalseAlarm, "sprt: false-alarm probability of one test for a device 2.5 m from the edge; sets the threshold")
+	fs.Float64Var(&defaults.AccuracyFloorM, "accuracy-floor", defaults.AccuracyFloorM, "sprt: least noise σ (metres) a fix is believed to have, whatever accuracy it reports")
+	fs.Float64Var(&defaults.AccuracyScale, "accuracy-scale", defaults.AccuracyScale, "sprt: σ = this × reported accuracy above the floor (above 1 for receivers that under-report)")
+	fs.Float64Var(&defaults.ClipSigmas, "clip-sigmas", defaults.ClipSigmas, "sprt: a fix counts at most as one this many σ from the edge (outlier censoring; 0 off)")
+	fs.Float64Var(&defaults.MaxSpeedMS, "max-speed", defaults.MaxSpeedMS, "sprt: m/s beyond which a jump from the previous fix makes a fix no evidence (0 off)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: debouncer --brokers HOST:PORT --state-dir DIR [flags]")
 		fs.PrintDefaults()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,14 +12,18 @@ import (
 )
 
 func runQuality(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("quality", "quality [--seed S] [--devices N] [--noise 2,5,10] [--accuracy 1,0.5] [--fixes N] [--moving N] [--format table|json]",
+	c := newCommand("quality", "quality [--seed S] [--devices N] [--noise 2,5,10] [--accuracy 1,0.5] [--fixes N] [--moving N] [--format table|json] [--scenarios all|outliers,road,...]",
 		`Scores trigger detectors against ground truth on seeded workloads, without a broker:
 devices parked 0-20 m inside or outside a polygon edge (one workload per noise level and
 accuracy ratio), and the moving fleet over the demo fences. Per distance band it prints
 final-state correctness, recall, false ENTERs, flapping devices and delay to ENTER for a
 raw point-in-polygon detector, 5 consecutive samples, 3 samples + 5 m exit hysteresis,
 the debouncer's strict and sprt detectors, and the all-fixes bound (the mean of every
-fix). The same seed gives the same report on every machine.`)
+fix). With --scenarios it runs issue 20's scenarios instead (outliers, optimistic,
+outliers+optimistic, road, tunnel, sparse-parked, sparse-moving; --devices each) and
+prints, per scenario and detector, final-state correctness, devices with a false or a
+second ENTER by distance band, missed transitions and the ENTER delay p50/p90.
+The same seed gives the same report on every machine.`)
 	seed := c.fs.Int64("seed", 1, "seed of every workload")
 	devices := c.fs.Int("devices", 2000, "parked devices per workload (half of them within 10 m of the edge)")
 	noise := c.fs.String("noise", "2,5,10", "GPS noise levels, σ metres per axis, comma-separated")
@@ -26,6 +31,7 @@ fix). The same seed gives the same report on every machine.`)
 	fixes := c.fs.Int("fixes", 100, "fixes per parked device, at 1 Hz")
 	moving := c.fs.Int("moving", 60, "devices of the moving fleet (0: none)")
 	format := c.fs.String("format", "table", "output: table or json")
+	scenarios := c.fs.String("scenarios", "", "run these scenarios (comma-separated, or all) instead of the parked grid and the moving fleet")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -53,6 +59,28 @@ fix). The same seed gives the same report on every machine.`)
 	}
 	if ctx.Err() != nil {
 		return c.fail(stderr, ctx.Err())
+	}
+	if *scenarios != "" {
+		var names []string
+		if *scenarios != "all" {
+			names = strings.Split(*scenarios, ",")
+		}
+		res, err := quality.RunScenarios(*seed, *devices, names)
+		if err != nil {
+			return c.usageErr(stderr, "%v", err)
+		}
+		if *format == "json" {
+			err = json.NewEncoder(stdout).Encode(struct {
+				Seed      int64                    `json:"seed"`
+				Scenarios []quality.ScenarioResult `json:"scenarios"`
+			}{*seed, res})
+		} else {
+			err = quality.WriteScenarioTable(stdout, *seed, res)
+		}
+		if err != nil {
+			return c.fail(stderr, err)
+		}
+		return exitOK
 	}
 	r, err := quality.Run(quality.Config{Seed: *seed, Devices: *devices, Noise: noises, AccuracyRatio: ratios, Fixes: *fixes, Moving: m})
 	if err != nil {

@@ -54,3 +54,15 @@ func TestQuality(t *testing.T) {
 		t.Fatalf("JSON report lacks scores: %s", out[:min(len(out), 500)])
 	}
 }
+
+// --scenarios runs issue 20's scenarios instead of the grid.
+func TestQualityScenarios(t *testing.T) {
+	code, out, errs := fencectl(t, "quality", "--scenarios", "road,tunnel", "--devices", "30")
+	wantCode(t, code, exitOK, out, errs)
+	for _, want := range []string{"Scenario road: 30 devices", "Scenario tunnel: 30 devices", "sprt-v1", "false ENTER devices", "missed / owed", "ENTER delay p50/p90"} {
+		wantContains(t, out, want)
+	}
+	code, out, errs = fencectl(t, "quality", "--scenarios", "nope")
+	wantCode(t, code, exitUsage, out, errs)
+	wantContains(t, errs, `unknown scenario "nope"`)
+}

@@ -590,7 +590,11 @@ type FenceState struct {
 	// Sequential-evidence detector only: the log-likelihood ratio accumulated
 	// for the candidate transition (ENTERING, EXITING), above the test's lower
 	// threshold; 0 when settled (INSIDE) and in state written by other rules.
-	Evidence      float64 `protobuf:"fixed64,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence float64 `protobuf:"fixed64,6,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// Sequential-evidence detector only: how many consecutive fixes of the
+	// candidate, up to the latest, were clear (at least the censoring point
+	// on the new side), saturating at min_samples; 0 otherwise (no bytes).
+	ClearRun      uint32 `protobuf:"varint,7,opt,name=clear_run,json=clearRun,proto3" json:"clear_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -663,6 +667,13 @@ func (x *FenceState) GetDwellFired() bool {
 func (x *FenceState) GetEvidence() float64 {
 	if x != nil {
 		return x.Evidence
+	}
+	return 0
+}
+
+func (x *FenceState) GetClearRun() uint32 {
+	if x != nil {
+		return x.ClearRun
 	}
 	return 0
 }
@@ -1242,7 +1253,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11catalogue_version\x18\b \x01(\x04R\x10catalogueVersion\x12\x10\n" +
 	"\x03lat\x18\t \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\n" +
-	" \x01(\x01R\x03lon\"\xf9\x01\n" +
+	" \x01(\x01R\x03lon\"\x96\x02\n" +
 	"\n" +
 	"FenceState\x12+\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x15.fencestream.v1.PhaseR\x05phase\x12,\n" +
@@ -1251,7 +1262,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x0finside_since_ms\x18\x04 \x01(\x03R\rinsideSinceMs\x12\x1f\n" +
 	"\vdwell_fired\x18\x05 \x01(\bR\n" +
 	"dwellFired\x12\x1a\n" +
-	"\bevidence\x18\x06 \x01(\x01R\bevidence\"\xa1\x04\n" +
+	"\bevidence\x18\x06 \x01(\x01R\bevidence\x12\x1b\n" +
+	"\tclear_run\x18\a \x01(\rR\bclearRun\"\xa1\x04\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12+\n" +

@@ -123,7 +123,7 @@ const accuracyMarginM = 1
 func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot, defaults Settings) Outcome {
 	a := applierPool.Get().(*applier)
 	a.st, a.p, a.snap, a.defaults = st, p, snap, defaults
-	a.sample = Sample{TimeMs: p.GetDeviceTimeMs(), AccuracyM: p.GetAccuracyM()}
+	a.sample = Sample{TimeMs: p.GetDeviceTimeMs(), AccuracyM: p.GetAccuracyM(), Implausible: implausible(st, p, defaults)}
 	margin := math.Max(snap.MaxHysteresisM(), defaults.Hysteresis) + p.GetAccuracyM() + accuracyMarginM
 	snap.Near(p.GetLat(), p.GetLon(), margin, a.visit)
 	out := a.out
@@ -161,6 +161,31 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 	st.Triggers += uint64(len(out.Triggers))
 	return out
 }
+
+// implausible reports whether p lies farther from the device's previous fix
+// than defaults.MaxSpeedMS allows in the time between them, plus 3√2 σ of
+// noise (σ as the sprt detector weighs p's accuracy). A first ping, a
+// non-positive time step or a zero MaxSpeedMS is never implausible.
+func implausible(st *geofencepb.DeviceState, p *geofencepb.Ping, defaults Settings) bool {
+	if !(defaults.MaxSpeedMS > 0) || st.Pings == 0 {
+		return false
+	}
+	dtMs := p.GetDeviceTimeMs() - st.LastEventTimeMs
+	if dtMs <= 0 {
+		return false
+	}
+	sigma := max(defaults.AccuracyFloorM, minSigmaM, defaults.AccuracyScale*p.GetAccuracyM())
+	allow := defaults.MaxSpeedMS*float64(dtMs)/1000 + 3*math.Sqrt2*sigma
+	// Equirectangular at the fix's latitude: exact enough below a few km,
+	// and anything farther is implausible at 1 Hz anyway.
+	dy := (p.GetLat() - st.LastLat) * metresPerDegree
+	dLon := math.Mod(p.GetLon()-st.LastLon+540, 360) - 180
+	dx := dLon * metresPerDegree * math.Cos(p.GetLat()*math.Pi/180)
+	return dx*dx+dy*dy > allow*allow
+}
+
+// metresPerDegree is the fences package's equirectangular scale.
+const metresPerDegree = 111_320.0
 
 // applier carries one Apply call through the catalogue's Near callback. Pooled,
 // with its method value bound once, so the hot path allocates no closure.

@@ -59,3 +59,38 @@ func TestUpgradeReadsV1State(t *testing.T) {
 		t.Fatalf("v1 INSIDE state did not carry on: exits %d, state %v", exits, debounce.FenceStateOf(st, "zone-1"))
 	}
 }
+
+// A fix farther from the device's previous one than MaxSpeedMS allows is no
+// evidence (a teleport is a multipath jump); the same jump over a longer gap
+// is plausible.
+func TestImplausibleJumpIsNoEvidence(t *testing.T) {
+	snap := testCatalogue(t).Snapshot()
+	cfg := debounce.DefaultSettings()
+	ping := func(lat float64, ms int64) *geofencepb.Ping {
+		return &geofencepb.Ping{DeviceId: "veh", Lat: lat, Lon: centerLon, AccuracyM: 5, DeviceTimeMs: ms, Hlc: uint64(ms)}
+	}
+	st := &geofencepb.DeviceState{DeviceId: "veh"}
+	debounce.Apply(st, ping(outsideLat, 1000), snap, cfg)
+	debounce.Apply(st, ping(insideLat, 2000), snap, cfg) // 1 km in 1 s
+	if fs := debounce.FenceStateOf(st, "zone-1"); fs != nil {
+		t.Fatalf("a 1 km jump in 1 s started a candidate: %v", fs)
+	}
+	// From there, the next fix 1 s later is plausible again.
+	debounce.Apply(st, ping(insideLat, 3000), snap, cfg)
+	if fs := debounce.FenceStateOf(st, "zone-1"); fs.GetPhase() != geofencepb.Phase_PHASE_ENTERING {
+		t.Fatalf("a fix where the last one was: %v, want ENTERING", fs)
+	}
+	st = &geofencepb.DeviceState{DeviceId: "veh"}
+	debounce.Apply(st, ping(outsideLat, 1000), snap, cfg)
+	debounce.Apply(st, ping(insideLat, 61_000), snap, cfg) // 1 km in a minute
+	if fs := debounce.FenceStateOf(st, "zone-1"); fs.GetPhase() != geofencepb.Phase_PHASE_ENTERING {
+		t.Fatalf("1 km in a minute: %v, want ENTERING", fs)
+	}
+	cfg.MaxSpeedMS = 0 // off
+	st = &geofencepb.DeviceState{DeviceId: "veh"}
+	debounce.Apply(st, ping(outsideLat, 1000), snap, cfg)
+	debounce.Apply(st, ping(insideLat, 2000), snap, cfg)
+	if fs := debounce.FenceStateOf(st, "zone-1"); fs.GetPhase() != geofencepb.Phase_PHASE_ENTERING {
+		t.Fatalf("speed check off: %v, want ENTERING", fs)
+	}
+}

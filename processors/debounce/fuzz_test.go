@@ -273,7 +273,9 @@ func (m *fuzzModel) check(t *testing.T, st *geofencepb.DeviceState, p *geofencep
 		case geofencepb.TriggerType_TRIGGER_TYPE_ENTER:
 			// The confirming fix is evidence for inside: its whole accuracy
 			// circle under the strict rule; under sprt, its own evidence
-			// (which pushed the sum over the threshold) is positive.
+			// (which pushed the sum over the threshold, or was the last of a
+			// run of clear fixes) is not negative: censoring and the floor on
+			// σ scale a fix's evidence but never change its sign.
 			need := p.GetAccuracyM()
 			if cfg.Detector == debounce.DetectorSPRT {
 				need = 0
@@ -319,6 +321,12 @@ func (m *fuzzModel) check(t *testing.T, st *geofencepb.DeviceState, p *geofencep
 		case geofencepb.Phase_PHASE_INSIDE:
 		default:
 			t.Fatalf("%s: stored phase %v (OUTSIDE is no entry)", e.FenceId, s.Phase)
+		}
+		// The sprt detector's run of clear fixes belongs to a candidate and
+		// saturates at max(MinSamples, 2); no other state carries one.
+		candidate := s.Phase == geofencepb.Phase_PHASE_ENTERING || s.Phase == geofencepb.Phase_PHASE_EXITING
+		if int(s.ClearRun) > max(cfg.MinSamples, 2) || s.ClearRun != 0 && (!candidate || cfg.Detector != debounce.DetectorSPRT) {
+			t.Fatalf("%s: clear run %d in %v (min_samples %d, detector %v)", e.FenceId, s.ClearRun, s.Phase, cfg.MinSamples, cfg.Detector)
 		}
 		in := s.Phase != geofencepb.Phase_PHASE_ENTERING
 		if in != m.inside[e.FenceId] || in && s.DwellFired != m.dwelled[e.FenceId] {

@@ -12,6 +12,10 @@ type Sample struct {
 	TimeMs    int64   // event time of the ping (never wall clock)
 	Distance  float64 // signed metres to the fence edge: >0 inside, <0 outside
 	AccuracyM float64 // GPS accuracy: radius of the 68% circle, metres (0 = exact)
+	// Implausible marks a fix too far from the device's previous one for
+	// the time between them (see [Settings.MaxSpeedMS]): the sprt detector
+	// takes it as no information. The strict rule ignores the mark.
+	Implausible bool
 }
 
 // Transition is one trigger fired by [Step] or [Timeout].
@@ -227,18 +231,19 @@ func advance(st *geofencepb.FenceState, fresh bool, s Sample, cfg Settings) (*ge
 	if ready {
 		return confirm(st, s)
 	}
-	return withCount(st, fresh, n, st.Evidence), nil
+	return withCount(st, fresh, n, st.Evidence, st.ClearRun), nil
 }
 
-// withCount returns the candidate st with n samples and evidence e: st itself
-// when neither changed (no write), st updated in place when fresh (just
-// allocated by Step), else a copy, since st belongs to the caller.
-func withCount(st *geofencepb.FenceState, fresh bool, n uint32, e float64) *geofencepb.FenceState {
+// withCount returns the candidate st with n samples, evidence e and a run
+// of clear fixes: st itself when none changed (no write), st updated in place
+// when fresh (just allocated by Step), else a copy, since st belongs to the
+// caller.
+func withCount(st *geofencepb.FenceState, fresh bool, n uint32, e float64, run uint32) *geofencepb.FenceState {
 	switch {
-	case n == st.CandidateSamples && e == st.Evidence:
+	case n == st.CandidateSamples && e == st.Evidence && run == st.ClearRun:
 		return st
 	case fresh:
-		st.CandidateSamples, st.Evidence = n, e
+		st.CandidateSamples, st.Evidence, st.ClearRun = n, e, run
 		return st
 	}
 	return &geofencepb.FenceState{
@@ -248,6 +253,7 @@ func withCount(st *geofencepb.FenceState, fresh bool, n uint32, e float64) *geof
 		InsideSinceMs:    st.InsideSinceMs,
 		DwellFired:       st.DwellFired,
 		Evidence:         e,
+		ClearRun:         run,
 	}
 }
 

@@ -34,6 +34,25 @@ type Settings struct {
 	// the edge than δ take longer to decide and may settle either way.
 	// Default 2.5 m.
 	ResolutionM float64
+	// How the sprt detector weighs a fix's accuracy (see sprt.go): the noise
+	// scale of a fix is σ = max(AccuracyFloorM, AccuracyScale × accuracy).
+	// AccuracyFloorM (default 5 m) is the least σ any fix is believed to
+	// have, whatever it reports; AccuracyScale (default 1) corrects receivers
+	// that report optimistic accuracy. Zero means no floor (beyond 1 m) and
+	// a scale of 1: the rule before they existed.
+	AccuracyFloorM float64
+	AccuracyScale  float64
+	// ClipSigmas (default 2) censors each fix's evidence at that of a fix
+	// ClipSigmas σ from the edge (Huber's robust sequential test), so a
+	// multipath outlier weighs no more than a good fix a few metres in.
+	// Zero: no censoring (only the per-fix clamp), the rule before it.
+	ClipSigmas float64
+	// MaxSpeedMS (default 50 m/s) is the fastest a device is believed to
+	// move: under sprt a fix farther from the device's previous fix than
+	// that speed and the two fixes' noise explain is taken as no
+	// information. It is the daemon's, not a fence's: Apply judges a ping
+	// once, for every fence. Zero: no such check.
+	MaxSpeedMS float64
 }
 
 // Detector names a rule that confirms transitions.
@@ -80,9 +99,13 @@ const (
 	DefaultSilenceTimeout = 10 * time.Minute
 
 	DefaultDetector        = DetectorSPRT
-	DefaultFalseAlarm      = 0.001
-	DefaultMissedDetection = 0.001
+	DefaultFalseAlarm      = 0.006
+	DefaultMissedDetection = 0.006
 	DefaultResolutionM     = 2.5
+	DefaultAccuracyFloorM  = 5.0
+	DefaultAccuracyScale   = 1.0
+	DefaultClipSigmas      = 2.0
+	DefaultMaxSpeedMS      = 50.0
 )
 
 // Upper bounds enforced by [Settings.Validate]. They are generous on purpose:
@@ -95,14 +118,19 @@ const (
 	MaxLoiter         = 365 * 24 * time.Hour
 	MaxSilenceTimeout = 365 * 24 * time.Hour
 	MaxResolutionM    = 1_000.0 // metres
+	MaxAccuracyFloorM = 1_000.0 // metres
+	MaxAccuracyScale  = 100.0
+	MaxClipSigmas     = 100.0
+	MaxMaxSpeedMS     = 100_000.0 // m/s
 )
 
 // ErrInvalidSettings is wrapped by every error [Settings.Validate] returns.
 var ErrInvalidSettings = errors.New("debounce: invalid settings")
 
 // DefaultSettings returns the project defaults: the sprt detector (α = β =
-// 0.001 at 2.5 m from the edge), at least 3 samples over 10 s to confirm, a
-// 25 m exit hysteresis, DWELL after 5 min, TIMEOUT after 10 min of silence.
+// 0.01 at 2.5 m from the edge, σ at least 5 m and the reported accuracy,
+// evidence censored at 2σ), at least 3 samples over 10 s to confirm, a 25 m
+// exit hysteresis, DWELL after 5 min, TIMEOUT after 10 min of silence.
 func DefaultSettings() Settings {
 	return Settings{
 		MinSamples:      DefaultMinSamples,
@@ -114,6 +142,10 @@ func DefaultSettings() Settings {
 		FalseAlarm:      DefaultFalseAlarm,
 		MissedDetection: DefaultMissedDetection,
 		ResolutionM:     DefaultResolutionM,
+		AccuracyFloorM:  DefaultAccuracyFloorM,
+		AccuracyScale:   DefaultAccuracyScale,
+		ClipSigmas:      DefaultClipSigmas,
+		MaxSpeedMS:      DefaultMaxSpeedMS,
 	}
 }
 
@@ -166,7 +198,9 @@ func millis(ms int64) time.Duration {
 // SilenceTimeout must be positive; MinDwell, Hysteresis and Loiter may be
 // zero (MinSamples 1, MinDwell 0, Hysteresis 0 is a raw detector under the
 // strict rule). Detector must be known; under sprt, FalseAlarm and
-// MissedDetection are in (0, 0.5) and ResolutionM is positive.
+// MissedDetection are in (0, 0.5), ResolutionM is positive, and
+// AccuracyFloorM, AccuracyScale and ClipSigmas are finite, not negative and
+// below their limits.
 func (s Settings) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -215,6 +249,14 @@ func (s Settings) Validate() error {
 		}
 		if !(s.ResolutionM > 0 && s.ResolutionM <= MaxResolutionM) {
 			bad("ResolutionM is %v m, must be in (0, %v]", s.ResolutionM, MaxResolutionM)
+		}
+		for _, p := range []struct {
+			name   string
+			v, lim float64
+		}{{"AccuracyFloorM", s.AccuracyFloorM, MaxAccuracyFloorM}, {"AccuracyScale", s.AccuracyScale, MaxAccuracyScale}, {"ClipSigmas", s.ClipSigmas, MaxClipSigmas}, {"MaxSpeedMS", s.MaxSpeedMS, MaxMaxSpeedMS}} {
+			if !(p.v >= 0 && p.v <= p.lim) { // NaN fails too
+				bad("%s is %v, must be in [0, %v]", p.name, p.v, p.lim)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -13,7 +13,8 @@ import (
 func TestDefaultSettings(t *testing.T) {
 	d := DefaultSettings()
 	want := Settings{MinSamples: 3, MinDwell: 10 * time.Second, Hysteresis: 25, Loiter: 5 * time.Minute, SilenceTimeout: 10 * time.Minute,
-		Detector: DetectorSPRT, FalseAlarm: 0.001, MissedDetection: 0.001, ResolutionM: 2.5}
+		Detector: DetectorSPRT, FalseAlarm: 0.006, MissedDetection: 0.006, ResolutionM: 2.5,
+		AccuracyFloorM: 5, AccuracyScale: 1, ClipSigmas: 2, MaxSpeedMS: 50}
 	if d != want {
 		t.Fatalf("DefaultSettings() = %+v, want %+v", d, want)
 	}

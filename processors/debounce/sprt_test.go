@@ -39,8 +39,8 @@ func parked(seed uint64, startMs int64, n int, d, sigma float64) []Sample {
 func TestSPRTThresholdFromErrorProbabilities(t *testing.T) {
 	cfg := DefaultSettings()
 	span, perFix := SPRTThreshold(cfg)
-	// Wald: A = log((1-β)/α), B = log(β/(1-α)); α = β = 0.001.
-	want := 2 * math.Log(0.999/0.001)
+	// Wald: A = log((1-β)/α), B = log(β/(1-α)); α = β = 0.006.
+	want := 2 * math.Log(0.994/0.006)
 	if math.Abs(span-want) > 1e-9 {
 		t.Fatalf("span %v, want %v", span, want)
 	}
@@ -145,8 +145,11 @@ func TestSPRTBoundedEvidence(t *testing.T) {
 	// Waiting for MinDwell does not bank evidence above the threshold either:
 	// a candidate full of evidence is undone by as many fixes as a fresh one.
 	span, _ := SPRTThreshold(cfg)
-	st, _ := runSPRT(nil, cfg, Sample{TimeMs: 0, Distance: 80, AccuracyM: 5}, Sample{TimeMs: 1000, Distance: 80, AccuracyM: 5},
-		Sample{TimeMs: 2000, Distance: 80, AccuracyM: 5}, Sample{TimeMs: 3000, Distance: 80, AccuracyM: 5})
+	var deep []Sample // censored at 2σ, each adds 2: six saturate the span
+	for i := range 6 {
+		deep = append(deep, Sample{TimeMs: int64(i) * 1000, Distance: 80, AccuracyM: 5})
+	}
+	st, _ := runSPRT(nil, cfg, deep...)
 	if st.GetPhase() != entering || st.Evidence != span {
 		t.Fatalf("candidate waiting for MinDwell: %v evidence %v, want ENTERING at the threshold %v", stateString(st), st.GetEvidence(), span)
 	}
@@ -277,5 +280,82 @@ func BenchmarkStepSPRTEdge(b *testing.B) {
 		s := ss[i%len(ss)]
 		s.TimeMs = int64(i) * 1000
 		st, _ = Step(st, s, cfg)
+	}
+}
+
+// Issue 20: a device parked 2 m outside whose every 10th fix is a multipath
+// outlier 60 m inside (reporting the normal accuracy) is never entered;
+// before censoring, each outlier weighed the per-fix clamp and they added up.
+func TestSPRTOutliersAreCensored(t *testing.T) {
+	var ss []Sample
+	for i := range 300 {
+		d := -2.0
+		if i%10 == 9 {
+			d = 60
+		}
+		ss = append(ss, Sample{TimeMs: int64(i) * 1000, Distance: d, AccuracyM: 5})
+	}
+	if _, trs := runSPRT(nil, DefaultSettings(), ss...); len(trs) != 0 {
+		t.Fatalf("outliers confirmed a stay: %v", trs)
+	}
+	before := DefaultSettings()
+	before.FalseAlarm, before.MissedDetection, before.ClipSigmas, before.AccuracyFloorM = 0.001, 0.001, 0, 0
+	if _, trs := runSPRT(nil, before, ss...); len(trs) == 0 {
+		t.Fatal("without censoring the outliers confirm no stay either: the test shows nothing")
+	}
+}
+
+// Accuracy is not believed below the floor, and AccuracyScale corrects it.
+func TestSPRTAccuracyFloorAndScale(t *testing.T) {
+	cfg := DefaultSettings()
+	ev := func(cfg Settings, acc float64) float64 {
+		st, _ := Step(nil, Sample{TimeMs: 1, Distance: 3, AccuracyM: acc}, cfg)
+		return st.GetEvidence()
+	}
+	if a, b := ev(cfg, 0.5), ev(cfg, 5); a != b || !(a > 0) {
+		t.Fatalf("evidence at accuracy 0.5 m %v, at 5 m %v: want equal (floor 5 m)", a, b)
+	}
+	scaled := cfg
+	scaled.AccuracyScale = 2
+	if a, b := ev(scaled, 5), ev(cfg, 10); math.Abs(a-b) > 1e-12 {
+		t.Fatalf("scale 2 at accuracy 5 m: %v, want the evidence of 10 m %v", a, b)
+	}
+	none := cfg
+	none.AccuracyFloorM = 0 // the old rule: σ ≥ 1 m
+	if a, b := ev(none, 0.5), ev(none, 1); a != b || a <= ev(cfg, 5) {
+		t.Fatalf("without a floor: %v at 0.5 m, %v at 1 m", a, b)
+	}
+	// Whatever the accuracy, one fix stays below the threshold.
+	span, perFix := SPRTThreshold(cfg)
+	for _, acc := range []float64{0, 1e-300, 1, 5, 1e9, math.Inf(1)} {
+		if e := ev(cfg, acc); e > perFix || e >= span {
+			t.Fatalf("accuracy %v: one fix gives %v (clamp %v, span %v)", acc, e, perFix, span)
+		}
+	}
+}
+
+// MinSamples clear fixes in a row (beyond the censoring point) confirm, so
+// censoring does not slow a real crossing; one fix that is not clear breaks
+// the run.
+func TestSPRTClearRunConfirms(t *testing.T) {
+	cfg := DefaultSettings()
+	cfg.MinDwell = 0
+	deep := func(ms int64) Sample { return Sample{TimeMs: ms, Distance: 80, AccuracyM: 5} }
+	if _, trs := runSPRT(nil, cfg, deep(0), deep(1000), deep(2000)); len(trs) != 1 || trs[0] != typEnter {
+		t.Fatalf("three fixes 80 m inside: %v, want ENTER on the third", trs)
+	}
+	st, trs := runSPRT(nil, cfg, deep(0), deep(1000), Sample{TimeMs: 2000, Distance: 4, AccuracyM: 5}, deep(3000))
+	if len(trs) != 0 || st.GetClearRun() != 1 {
+		t.Fatalf("clear, clear, weak, clear: %v %v run %d, want no ENTER yet and a run of 1", stateString(st), trs, st.GetClearRun())
+	}
+	// The run is saturated, not unbounded, and absent once settled.
+	cfg.MinDwell = time.Minute
+	st, _ = runSPRT(nil, cfg, deep(0), deep(1000), deep(2000), deep(3000), deep(4000))
+	if st.GetClearRun() != 3 {
+		t.Fatalf("run %d, want saturated at MinSamples 3", st.GetClearRun())
+	}
+	st, _ = runSPRT(st, cfg, deep(60_000))
+	if st.GetPhase() != inside || st.GetClearRun() != 0 {
+		t.Fatalf("after ENTER: %v run %d", stateString(st), st.GetClearRun())
 	}
 }

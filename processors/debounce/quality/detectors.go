@@ -12,13 +12,14 @@ const (
 	Consecutive = "consec5"
 	Hysteresis  = "n3+hyst5m"
 	Strict      = "strict"
+	SPRTBefore  = "sprt-v1"
 	SPRT        = "sprt"
 	MeanBound   = "mean-all"
 )
 
 // Detectors lists every detector the report compares, in its column order.
 func Detectors() []string {
-	return []string{Raw, Consecutive, Hysteresis, Strict, SPRT, MeanBound}
+	return []string{Raw, Consecutive, Hysteresis, Strict, SPRTBefore, SPRT, MeanBound}
 }
 
 // trig is one ENTER or EXIT a detector fired (DWELL is not scored).
@@ -174,7 +175,13 @@ func detectorsFor(snap *fences.Snapshot, fence *fences.Fence) map[string]detecto
 	sprt := debounce.DefaultSettings()
 	strict := sprt
 	strict.Detector = debounce.DetectorStrict
+	// The sprt detector of issue 13, before issue 20: α = β = 0.001, the
+	// reported accuracy believed (σ ≥ 1 m), no censoring.
+	before := sprt
+	before.FalseAlarm, before.MissedDetection = 0.001, 0.001
+	before.AccuracyFloorM, before.AccuracyScale, before.ClipSigmas = 0, 0, 0
 	ds := map[string]detector{
+		SPRTBefore:  debouncer{snap: snap, defaults: before},
 		Raw:         counting{snap: snap, n: 1},
 		Consecutive: counting{snap: snap, n: 5},
 		Hysteresis:  counting{snap: snap, n: 3, hyst: 5},

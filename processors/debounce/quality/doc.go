@@ -33,6 +33,29 @@
 // before the truth) and after the last one matched; the rest are spurious,
 // and unmatched true transitions are missed.
 //
+// # Scenarios (issue 20: real phones)
+//
+// [RunScenarios] runs each scenario's devices through every detector but the
+// all-fixes bound, σ 5 m per axis throughout (sprt-v1 is the sprt detector
+// before issue 20: α = β = 0.001, accuracy believed, no censoring):
+//
+//   - outliers, optimistic, outliers+optimistic: parked 0-10 m inside or
+//     outside an octagon edge, 100 fixes at 1 Hz; 5% of fixes drawn with σ
+//     60 m reporting the normal 5 m, and/or accuracy reported at 2.5 m.
+//   - road: vehicles driving 2 km at 10-15 m/s on a straight road 3, 5 or
+//     10 m outside the edge of a 3 km square, parallel to it: never inside.
+//   - tunnel: vehicles driving straight through the square at 10-15 m/s with
+//     one 30-120 s gap without fixes while inside: ENTER and EXIT owed.
+//   - sparse-parked, sparse-moving: as parked and as tunnel (no gap), a fix
+//     every 30 s.
+//
+// Per scenario and detector: final state correct; devices with a false
+// ENTER (truly outside throughout) and with more than one ENTER, by distance
+// band; missed transitions of the owed ones (a crossing's ENTER matches from
+// 30 s before the true crossing to 30 s after the true exit); and the ENTER
+// delay from the first fix (parked) or the true crossing (moving), p50/p90
+// overall and p90 per band.
+//
 // Everything is deterministic for a Config: the same seed gives the same
 // report on every machine.
 package quality

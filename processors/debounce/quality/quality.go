@@ -137,9 +137,10 @@ type Score struct {
 	SecondEnters int `json:"second_enters"`
 	// Triggers counts every ENTER and EXIT.
 	Triggers int `json:"triggers"`
-	// DelayP50S and DelayP95S: seconds from the first fix to the first ENTER
+	// DelayP50S, DelayP90S and DelayP95S: seconds from the first fix to the first ENTER
 	// of the inside devices that were entered (-1: none, or a bound).
 	DelayP50S float64 `json:"delay_p50_s"`
+	DelayP90S float64 `json:"delay_p90_s"`
 	DelayP95S float64 `json:"delay_p95_s"`
 	delays    []float64
 }
@@ -366,12 +367,13 @@ func (g *Score) add(inside bool, o outcome, fence string, startMs int64, bound b
 }
 
 func (g *Score) finish() {
-	g.DelayP50S, g.DelayP95S = -1, -1
+	g.DelayP50S, g.DelayP90S, g.DelayP95S = -1, -1, -1
 	if len(g.delays) == 0 {
 		return
 	}
 	slices.Sort(g.delays)
 	g.DelayP50S = quantile(g.delays, 0.5)
+	g.DelayP90S = quantile(g.delays, 0.9)
 	g.DelayP95S = quantile(g.delays, 0.95)
 }
 

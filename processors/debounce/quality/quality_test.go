@@ -109,3 +109,61 @@ func TestInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+// Issue 20's targets on every scenario, at a small size (-short: smaller):
+// final state >= 97% right (parked scenarios: >= 95% at this size, which
+// holds a few dozen devices within 2 m), no device with a second ENTER, no
+// false ENTER beyond 2 m outside, nothing missed by a moving device, and no
+// vehicle on the road 5 m outside an edge ever entered. Against it, the sprt
+// detector before issue 20 falls for optimistic accuracy.
+func TestScenarioTargets(t *testing.T) {
+	devices := 300
+	if testing.Short() {
+		devices = 120
+	}
+	res, err := quality.RunScenarios(1, devices, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	if err := quality.WriteScenarioTable(&table, 1, res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	if len(res) != len(quality.Scenarios()) {
+		t.Fatalf("%d scenarios, want %d", len(res), len(quality.Scenarios()))
+	}
+	for _, r := range res {
+		s := r.Scores[quality.SPRT]
+		want := 0.97
+		if s.Owed == s.Devices/2 { // parked: half inside
+			want = 0.95
+		}
+		if got := float64(s.Correct) / float64(s.Devices); got < want {
+			t.Errorf("%s: final state right for %.1f%%, want >= %.0f%%", r.Name, 100*got, 100*want)
+		}
+		for b, n := range s.SecondEnters {
+			if n != 0 {
+				t.Errorf("%s: %d devices with a second ENTER (band %s)", r.Name, n, quality.ScenarioBands[b])
+			}
+		}
+		for b, n := range s.FalseEnters[1:] {
+			if n != 0 {
+				t.Errorf("%s: %d false ENTERs %s outside", r.Name, n, quality.ScenarioBands[b+1])
+			}
+		}
+		if s.Devices == s.Owed/2 && s.Missed != 0 { // crossing: 2 owed each
+			t.Errorf("%s: %d of %d transitions missed", r.Name, s.Missed, s.Owed)
+		}
+		if r.Name == quality.ScenarioRoad && s.Correct != s.Devices {
+			t.Errorf("road: %d of %d vehicles entered", s.Devices-s.Correct, s.Devices)
+		}
+	}
+	for _, r := range res {
+		if r.Name == quality.ScenarioOptimistic {
+			if old := r.Scores[quality.SPRTBefore]; old.FalseEnters[0]+old.FalseEnters[1] <= r.Scores[quality.SPRT].FalseEnters[0] {
+				t.Errorf("optimistic accuracy: the old sprt detector has %v false ENTERs, the new %v; the scenario shows nothing", old.FalseEnters, r.Scores[quality.SPRT].FalseEnters)
+			}
+		}
+	}
+}

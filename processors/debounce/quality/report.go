@@ -83,11 +83,11 @@ func (r *Report) writeParked(tw *tabwriter.Writer, p *ParkedWorkload) {
 		}
 		return fmt.Sprint(s.Flapping)
 	})
-	block("delay to ENTER p50/p95 s", hasInside, func(_ string, s *Score) string {
+	block("delay to ENTER p50/p90/p95 s", hasInside, func(_ string, s *Score) string {
 		if s.DelayP50S < 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%s/%s", secs(s.DelayP50S), secs(s.DelayP95S))
+		return fmt.Sprintf("%s/%s/%s", secs(s.DelayP50S), secs(s.DelayP90S), secs(s.DelayP95S))
 	})
 	near := func(s *Score) bool { return s == &first.Near }
 	block("triggers / true transitions", near, func(name string, s *Score) string {
@@ -117,4 +117,53 @@ func secs(s float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f", s)
+}
+
+// WriteScenarioTable writes one block per scenario: a row per score, a
+// column per detector.
+func WriteScenarioTable(w io.Writer, seed int64, results []ScenarioResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range results {
+		var names []string
+		for _, d := range Detectors() {
+			if _, ok := r.Scores[d]; ok {
+				names = append(names, d)
+			}
+		}
+		fmt.Fprintf(tw, "Scenario %s: %d devices, seed %d: %s\n", r.Name, r.Devices, seed, r.Description)
+		fmt.Fprintf(tw, "\t%s\t\n", strings.Join(names, "\t"))
+		row := func(title string, cell func(s *ScenarioScore) string) {
+			fmt.Fprint(tw, title)
+			for _, n := range names {
+				fmt.Fprintf(tw, "\t%s", cell(r.Scores[n]))
+			}
+			fmt.Fprint(tw, "\t\n")
+		}
+		bands := func(v []int) string {
+			parts := make([]string, len(v))
+			for i, n := range v {
+				parts[i] = fmt.Sprint(n)
+			}
+			return strings.Join(parts, "/")
+		}
+		row("  final state correct", func(s *ScenarioScore) string { return pct(s.Correct, s.Devices) })
+		row("  false ENTER devices "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string { return bands(s.FalseEnters) })
+		row("  second ENTER devices "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string { return bands(s.SecondEnters) })
+		row("  missed / owed transitions", func(s *ScenarioScore) string { return fmt.Sprintf("%d/%d", s.Missed, s.Owed) })
+		row("  ENTER delay p50/p90 s", func(s *ScenarioScore) string {
+			if s.DelayP50S < 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%s/%s", secs(s.DelayP50S), secs(s.DelayP90S))
+		})
+		row("  ENTER delay p90 s "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string {
+			parts := make([]string, len(s.DelayP90ByBandS))
+			for i, v := range s.DelayP90ByBandS {
+				parts[i] = secs(v)
+			}
+			return strings.Join(parts, "/")
+		})
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }
