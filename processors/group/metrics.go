@@ -28,6 +28,14 @@ var (
 		Name: "fencestream_replayed_inputs_total",
 		Help: "Inputs already applied to their key's state (a redelivery after a crash or takeover, or an exact replay), by result: re-emitted (its recorded outputs were produced again), no-outputs (it had none), beyond-window (too old to replay; its effect is in the state).",
 	}, []string{"group", "topic", "result"})
+	stateDamaged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_state_damaged_total",
+		Help: "Local tables found damaged (unreadable, missing files), moved aside as <table>.damaged-<time> and rebuilt from their changelog.",
+	}, []string{"group"})
+	processorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_processor_restarts_total",
+		Help: "Times a group's Goka processor stopped on an error retrying can fix (brokers unreachable, a damaged table) and was rebuilt.",
+	}, []string{"group"})
 	stateUndecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_state_undecodable_total",
 		Help: "Group-table values that could not be decoded and were reset.",
@@ -49,7 +57,7 @@ const (
 
 // collectors are every metric the kit exports.
 func collectors() []prometheus.Collector {
-	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable,
+	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable, stateDamaged, processorRestarts,
 		partitionRecords, topicSkew, topicSkewAlert, recovery}
 }
 

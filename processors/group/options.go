@@ -33,6 +33,7 @@ type runConfig struct {
 	storage      statestore.Kind // see storage.go
 	flush        time.Duration
 	flushSet     bool
+	retry        retryConfig // see reconnect.go
 }
 
 // Registerer sets where the kit's metrics are registered (default
@@ -89,6 +90,9 @@ func GokaOptions(opts ...goka.ProcessorOption) Opt {
 func (c *runConfig) validate() error {
 	if c.tester == nil && c.stateDir == "" {
 		return errors.New("a state directory is required")
+	}
+	if err := c.retry.validate(); err != nil {
+		return err
 	}
 	if c.window < 1 {
 		return fmt.Errorf("replay window must be at least 1, got %d", c.window)

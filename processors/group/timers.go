@@ -352,7 +352,7 @@ func (p *Processor) FireTimers(ctx context.Context) error {
 	}
 	wall := p.timers.now()
 	p.timers.pending.prune(wall, p.timers.every)
-	if err := p.p.VisitAll(ctx, timerVisitor, wall.UnixMilli()); err != nil {
+	if err := p.gp().VisitAll(ctx, timerVisitor, wall.UnixMilli()); err != nil {
 		return fmt.Errorf("group %s: firing timers: %w", p.name, err)
 	}
 	return nil
@@ -374,7 +374,7 @@ func (p *Processor) driveTimers(stop <-chan struct{}, visitCtx context.Context) 
 			// Only while every partition runs: a look at partitions still
 			// recovering would wait on them, and a rebalance meanwhile would
 			// abort it (see visitGuard).
-			if !p.p.Recovered() || !p.timers.guard.enter() {
+			if !p.gp().Recovered() || !p.timers.guard.enter() {
 				continue // look at the next tick
 			}
 			err := p.FireTimers(visitCtx)
