@@ -82,6 +82,16 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	// One request in flight per broker: a retried batch cannot overtake the
 	// next one, so per-key order (and HLC order) survives retries.
 	saramaCfg.Net.MaxOpenRequests = 1
+	// A broker that goes away for a while (a restart, a rolling upgrade) is
+	// waited for, not a failed send: sarama's default gives up after 3
+	// retries 100 ms apart. Here a record is retried up to
+	// DeliveryRetries times, 100 ms doubling to 1 s apart (about 16 minutes),
+	// in order (one request in flight).
+	saramaCfg.Producer.Retry.Max = DeliveryRetries
+	saramaCfg.Producer.Retry.BackoffFunc = func(retries, _ int) time.Duration {
+		return min(100*time.Millisecond<<min(retries, 4), time.Second)
+	}
+	saramaCfg.Metadata.Retry.Max = 10
 	if cfg.lingerSet {
 		saramaCfg.Producer.Flush.Frequency = cfg.linger
 		if cfg.linger == 0 {
@@ -121,6 +131,11 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	}
 	return p, nil
 }
+
+// DeliveryRetries is how often a record is retried while its broker is
+// unreachable before its delivery fails (about one per second after the
+// first few; see New).
+const DeliveryRetries = 1000
 
 // Topic is the declared topic this producer writes to.
 func (p *Producer[M, P]) Topic() topology.Topic { return p.topic }
