@@ -63,11 +63,18 @@ func readAll(s storage.Storage, n int) error {
 // empty, so Goka recovers it from the changelog (offset: the default).
 func TestDamagedTableIsMovedAside(t *testing.T) {
 	const n = 200000
-	for _, damage := range []string{"garbage", "missing"} {
+	for _, damage := range []string{"garbage", "missing", "manifest"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
 			ssts := fill(t, dir, n)
-			if damage == "garbage" {
+			if damage == "manifest" { // the chaos test's damage: the table cannot be opened
+				ms, _ := filepath.Glob(filepath.Join(dir, "*.pebble", "MANIFEST-*"))
+				for _, m := range ms {
+					if err := os.WriteFile(m, []byte(strings.Repeat("\xde\xad\xbe\xef", 16)), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if damage == "garbage" {
 				f, err := os.OpenFile(ssts[0], os.O_WRONLY, 0)
 				if err != nil {
 					t.Fatal(err)
