@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -329,4 +330,82 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return n
+}
+
+// TestUnwritableStateStopsCleanly: the group's table directories stop taking
+// new files while it runs. Ready is false from the first failed write, and Run
+// ends by itself with ErrPermanent naming the directory and the fix, never a
+// Go runtime fatal (on main: "sync: unlock of unlocked mutex" in Pebble's WAL
+// rotation, seen in the statestore test).
+func TestUnwritableStateStopsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("broker test")
+	}
+	b := startBroker(t, t.TempDir())
+	cl := cluster.Config{Brokers: b.Addrs()}
+	kc, err := kgo.NewClient(kgo.SeedBrokers(cl.Brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	topo := testTopology(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := topo.Ensure(ctx, kadm.NewClient(kc)); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	h := &counting{}
+	proc, err := validGroup(topo, h.handle).Processor(ctx, cl, group.StateDir(stateDir), group.Storage(statestore.Pebble), group.Registerer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runInBackground(proc)
+	defer r.stop()
+	produce(t, kc, 10, 100)
+	r.until(t, "first pings", time.Minute, func() bool { return h.calls.Load() == 10 && proc.Ready() == nil })
+	tables, _ := filepath.Glob(filepath.Join(stateDir, testGroup, topicTab+".*.pebble"))
+	if len(tables) == 0 {
+		t.Fatal("no tables")
+	}
+	for _, tbl := range tables {
+		makeUnwritable(t, tbl)
+	}
+	var runErr error
+	for hlc := uint64(200); ; hlc++ {
+		produce(t, kc, 500, hlc) // ~50 KB of state writes per round, over the probe interval
+		select {
+		case runErr = <-r.done:
+		case <-time.After(200 * time.Millisecond):
+			if hlc > 260 {
+				t.Fatalf("Run still going after %d rounds of writes to unwritable tables (ready: %v)", hlc-200, proc.Ready())
+			}
+			continue
+		}
+		break
+	}
+	if !errors.Is(runErr, group.ErrPermanent) || !errors.Is(runErr, statestore.ErrUnwritable) || !strings.Contains(runErr.Error(), filepath.Join(stateDir, testGroup)) || !strings.Contains(runErr.Error(), "make it writable") {
+		t.Fatalf("Run = %v; want ErrPermanent wrapping ErrUnwritable, naming the directory and the fix", runErr)
+	}
+	if err := proc.Ready(); err == nil {
+		t.Fatal("ready after the state directory failed")
+	}
+	t.Log(runErr)
+}
+
+// makeUnwritable makes dir refuse new files: chmod for a user, the immutable
+// attribute for root (whom permissions do not bind).
+func makeUnwritable(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("root, and chattr +i %s failed (%v: %s): cannot make a directory unwritable here", dir, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", dir).Run() })
 }

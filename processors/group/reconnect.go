@@ -171,6 +171,12 @@ func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		p.health.mu.Lock()
+		fatal := p.health.fatal
+		p.health.mu.Unlock()
+		if fatal != nil { // the store stopped Goka (Stop: Run may return nil)
+			return fmt.Errorf("%w: %w", ErrPermanent, fatal)
+		}
 		if err == nil {
 			return nil // Goka stopped cleanly by itself (Stop)
 		}
