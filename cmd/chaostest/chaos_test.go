@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
@@ -43,6 +46,10 @@ const (
 	debouncers = 3
 	occupancys = 2
 	kills      = 12
+	// Of the kill slots: these kill -9 the broker (restarted on its data
+	// directory and port) instead of a processor, and this one kills
+	// debouncer-1 and damages its local state before restarting it.
+	damageSlot = 5
 
 	moving   = 200
 	parked   = 30
@@ -99,8 +106,9 @@ func TestChaos(t *testing.T) {
 	fencectl := filepath.Join(bin, "fencectl")
 	data := t.TempDir()
 
-	// The broker first: its cleanup (registered first) runs last.
-	broker := newProc(t, logDir, "broker", fencectl, true, "broker", "--data", filepath.Join(data, "broker"), "--listen", "127.0.0.1:0")
+	// The broker first: its cleanup (registered first) runs last. A fixed
+	// port, so a restarted broker is where the clients left it.
+	broker := newProc(t, logDir, "broker", fencectl, true, "broker", "--data", filepath.Join(data, "broker"), "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	if err := broker.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +211,40 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("the fleet stopped early: %v", err)
 		case <-time.After(time.Until(fleetStart.Add(at))):
 		}
+		if brokerSlots[i] {
+			// Processors, the fleet's producer and this test's clients ride it
+			// out: none of them is restarted for it.
+			killed := time.Since(fleetStart)
+			// Down for a while: long enough that every client meets refused
+			// connections, not just one reset.
+			if err := broker.kill9Then(func() error { time.Sleep(brokerDown); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := broker.waitReady(30 * time.Second); err != nil {
+				t.Fatalf("broker restart: %v\n%s", err, broker.tail(30))
+			}
+			back := time.Now()
+			resumed, err := waitProcessing(adm, groups, 2*readyTimeout)
+			if err != nil {
+				t.Fatalf("after the broker restart: %v", err)
+			}
+			t.Logf("kill -9 #%d: the broker at %v of the fleet, down %v, restarted as run %d on its data directory; both groups committed new offsets %v after it was back (%s)",
+				i+1, killed.Round(time.Millisecond), brokerDown, broker.runs, time.Since(back).Round(time.Millisecond), resumed)
+			continue
+		}
+		if i == damageSlot {
+			p := procs[0]
+			if err := groups[0].waitSettled(readyTimeout); err != nil {
+				t.Fatal(err)
+			}
+			var damaged []string
+			if err := p.kill9Then(func() (err error) { damaged, err = damageState(p.stateDir()); return err }); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("kill -9 #%d: %s at %v of the fleet, its local state damaged (%d tables), restarted as run %d",
+				i+1, p.name, time.Since(fleetStart).Round(time.Millisecond), len(damaged), p.runs)
+			continue
+		}
 		up, waited := settledProcs(t, groups)
 		p := up[rng.IntN(len(up))]
 		if err := p.kill9(); err != nil {
@@ -272,12 +314,15 @@ func TestChaos(t *testing.T) {
 	}
 	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, occs: occs})
 
-	// Processors that died on their own (and were restarted): not what this
-	// test is about, but worth knowing.
+	// Every exit of a processor is one the test caused: none stops on its
+	// own, broker restarts and damaged state included.
 	for _, p := range procs {
 		if c := p.crashLog(); len(c) > 0 {
-			t.Logf("NOTE: %s exited on its own %d time(s) and was restarted: %s", p.name, len(c), strings.Join(c, "; "))
+			t.Errorf("%s exited on its own %d time(s) (and was restarted): %s\n%s", p.name, len(c), strings.Join(c, "; "), p.tail(40))
 		}
+	}
+	if n := countLines(procs[0].log, "local state damaged: moved aside"); n == 0 {
+		t.Errorf("%s never moved its damaged state aside", procs[0].name)
 	}
 
 	// A clean stop of everything: processors first, then the broker.
@@ -294,6 +339,98 @@ func TestChaos(t *testing.T) {
 		t.Errorf("final stop: %v", err)
 	}
 	t.Logf("done in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// brokerSlots are the kill slots that kill the broker; it stays down for
+// brokerDown.
+var brokerSlots = map[int]bool{2: true, 8: true}
+
+const brokerDown = 3 * time.Second
+
+// waitProcessing waits until every group has committed offsets beyond those
+// it had when called (the broker is back: it answers), and says how far each
+// got.
+func waitProcessing(adm *kadm.Client, groups []*procGroup, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	committed := func(g string) (int64, error) {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		offs, err := adm.FetchOffsets(cctx, g)
+		if err != nil {
+			return 0, err
+		}
+		var n int64
+		offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+		return n, nil
+	}
+	base := map[string]int64{}
+	var report []string
+	for _, g := range groups {
+		for {
+			n, err := committed(g.name)
+			if err == nil {
+				base[g.name] = n
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("group %s: committed offsets unreadable: %w", g.name, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	for _, g := range groups {
+		for {
+			n, err := committed(g.name)
+			if err == nil && n > base[g.name] {
+				report = append(report, fmt.Sprintf("%s +%d", g.name, n-base[g.name]))
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("group %s committed nothing new within %v", g.name, timeout)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return strings.Join(report, ", "), nil
+}
+
+// damageState writes garbage over the MANIFEST of every Pebble table under
+// dir, so none of them can be opened, and returns the tables.
+func damageState(dir string) ([]string, error) {
+	tables, err := filepath.Glob(filepath.Join(dir, "*", "*.pebble"))
+	if err != nil {
+		return nil, err
+	}
+	if len(tables) == 0 {
+		return nil, fmt.Errorf("no Pebble tables under %s to damage", dir)
+	}
+	for _, tbl := range tables {
+		ms, _ := filepath.Glob(filepath.Join(tbl, "MANIFEST-*"))
+		for _, m := range ms {
+			if err := os.WriteFile(m, []byte(strings.Repeat("\xde\xad\xbe\xef", 16)), 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return tables, nil
+}
+
+func countLines(path, substr string) int {
+	data, _ := os.ReadFile(path)
+	return strings.Count(string(data), substr)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // settledProcs waits until some group is settled and returns its processes

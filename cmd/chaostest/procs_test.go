@@ -276,6 +276,33 @@ func (p *proc) kill9() error {
 	return p.startLocked()
 }
 
+// kill9Then sends SIGKILL, waits until the process is gone, runs between
+// (a fault injected while it is down) and starts it again.
+func (p *proc) kill9Then(between func() error) error {
+	p.op.Lock()
+	defer p.op.Unlock()
+	if p.beforeRestart != nil {
+		p.beforeRestart()
+	}
+	if err := p.end(syscall.SIGKILL, 30*time.Second); err != nil {
+		return err
+	}
+	if err := between(); err != nil {
+		return err
+	}
+	return p.startLocked()
+}
+
+// stateDir is the value of the process's --state-dir flag.
+func (p *proc) stateDir() string {
+	for i, a := range p.args {
+		if a == "--state-dir" && i+1 < len(p.args) {
+			return p.args[i+1]
+		}
+	}
+	return ""
+}
+
 // restart sends SIGTERM, waits for the exit and starts the process again. A
 // stop that is not clean is returned (after the restart).
 func (p *proc) restart(timeout time.Duration) error {

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,17 +86,60 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 	}
 }
 
-// MetricsHandler serves /metrics (the default Prometheus registry) and /healthz.
-func MetricsHandler() http.Handler {
+// Readiness is what /readyz reports: 200 when every added check passes, else
+// 503 with each failing check's reason (brokers unreachable, recovering, a
+// state directory that cannot be written). With no check added yet it is not
+// ready ("starting"). Safe for concurrent use; the zero value is ready to use.
+type Readiness struct {
+	mu     sync.Mutex
+	checks []func() error
+}
+
+// Add adds a check (nil: ready).
+func (r *Readiness) Add(check func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks = append(r.checks, check)
+}
+
+// Check is nil when ready, else why not.
+func (r *Readiness) Check() error {
+	r.mu.Lock()
+	checks := slices.Clone(r.checks)
+	r.mu.Unlock()
+	if len(checks) == 0 {
+		return errors.New("starting")
+	}
+	var errs []error
+	for _, c := range checks {
+		if err := c(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MetricsHandler serves /metrics (the default Prometheus registry), /healthz
+// (the process is alive) and /readyz (ready's checks; nil: always ready).
+func MetricsHandler(ready *Readiness) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready.Check(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
 	return mux
 }
 
-// ServeMetrics serves MetricsHandler on addr until ctx ends; an empty addr
-// serves nothing.
-func ServeMetrics(ctx context.Context, addr string, log *slog.Logger) error {
+// ServeMetrics serves MetricsHandler(ready) on addr until ctx ends; an empty
+// addr serves nothing.
+func ServeMetrics(ctx context.Context, addr string, log *slog.Logger, ready *Readiness) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
@@ -104,5 +149,5 @@ func ServeMetrics(ctx context.Context, addr string, log *slog.Logger) error {
 		return err
 	}
 	log.Info("metrics listening", "url", "http://"+l.Addr().String()+"/metrics")
-	return Serve(ctx, l, MetricsHandler())
+	return Serve(ctx, l, MetricsHandler(ready))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/group"
 )
 
 func main() {
@@ -75,8 +76,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := daemon.SignalContext()
 	defer stop()
+	var ready daemon.Readiness
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return daemon.ServeMetrics(ctx, pf.MetricsAddr, log) })
+	g.Go(func() error { return daemon.ServeMetrics(ctx, pf.MetricsAddr, log, &ready) })
 	g.Go(func() error {
 		return debounce.Run(ctx, pf.Cluster, debounce.RunConfig{
 			Topology:     topo,
@@ -88,6 +90,7 @@ func run(args []string, stderr io.Writer) error {
 			MaxClockSkew: pf.MaxClockSkew,
 			Defaults:     defaults,
 			Log:          log,
+			Started:      func(p *group.Processor) { ready.Add(p.Ready) },
 		})
 	})
 	err = g.Wait()

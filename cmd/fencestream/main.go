@@ -39,6 +39,7 @@ import (
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/dirlock"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 
@@ -222,6 +223,14 @@ or run again with --reset-state, which does that for you.
 }
 
 func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Writer) error {
+	// One all-in-one per --data, locked before anything in it is read or
+	// deleted (--reset-state included); the broker and state directories
+	// inside take their own locks too.
+	lock, err := dirlock.Acquire(o.data)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	defer func() { _ = lock.Release() }()
 	if o.resetState {
 		if err := os.RemoveAll(o.stateDir()); err != nil {
 			return fmt.Errorf("--reset-state: %w", err)

@@ -622,3 +622,29 @@ func TestCheckStateCluster(t *testing.T) {
 		t.Fatalf("fresh broker and no state: %v", err)
 	}
 }
+
+// TestSecondRunOnOneDataDirIsRefused: a second all-in-one on the --data of a
+// running one (with --reset-state, which would delete the live state) is
+// refused at once, naming the directory and the first one's pid, and deletes
+// or writes nothing (on main its embedded broker first wrote into the live
+// directory).
+func TestSecondRunOnOneDataDirIsRefused(t *testing.T) {
+	data := t.TempDir()
+	p := start(t, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2", "--tiles", "none")
+	p.waitOutput(t, reURL, startDeadline)
+	stateBefore, _ := os.ReadDir(filepath.Join(data, "state"))
+	second := start(t, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2", "--tiles", "none", "--reset-state")
+	if code := second.wait(t); code == 0 {
+		t.Fatal("a second all-in-one on a live --data exited 0")
+	}
+	out := second.out.String()
+	if !strings.Contains(out, data) || !strings.Contains(out, fmt.Sprintf("pid %d", p.cmd.Process.Pid)) {
+		t.Errorf("refusal does not name %s and pid %d:\n%s", data, p.cmd.Process.Pid, tail(out, 10))
+	}
+	if stateAfter, _ := os.ReadDir(filepath.Join(data, "state")); len(stateAfter) != len(stateBefore) || len(stateBefore) == 0 {
+		t.Errorf("state directory changed by the refused run: %d entries before, %d after", len(stateBefore), len(stateAfter))
+	}
+	if code := p.interrupt(t); code != 0 {
+		t.Fatalf("first run, SIGINT: exit code %d", code)
+	}
+}

@@ -76,8 +76,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 		return err
 	}
 
+	var ready daemon.Readiness
+	onStarted := func(p *group.Processor) {
+		ready.Add(p.Ready)
+		if started != nil {
+			started(p)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return daemon.ServeMetrics(gctx, pf.MetricsAddr, log) })
+	g.Go(func() error { return daemon.ServeMetrics(gctx, pf.MetricsAddr, log, &ready) })
 	g.Go(func() error {
 		return occupancy.Run(gctx, pf.Cluster, occupancy.RunConfig{
 			Topology:     topo,
@@ -89,7 +96,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, started func(*gro
 			Horizon:      *horizon,
 			LagEvery:     *lagEvery,
 			Log:          log,
-			Started:      started,
+			Started:      onStarted,
 		})
 	})
 	err = g.Wait()

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	opts := append([]group.Opt{group.HotStandby(pf.HotStandby), group.RecoverAhead(pf.RecoverAhead)}, pf.GroupOpts()...)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return daemon.ServeMetrics(gctx, pf.MetricsAddr, log) })
+	g.Go(func() error { return daemon.ServeMetrics(gctx, pf.MetricsAddr, log, nil) })
 	g.Go(func() error {
 		return visits.Run(gctx, pf.Cluster, visits.RunConfig{
 			Topology: topo, StateDir: pf.StateDir, TimerEvery: *timerEvery, Log: log, Opts: opts,

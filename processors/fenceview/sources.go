@@ -182,6 +182,9 @@ func (v *ViewSources) Ready() (ok bool, why string) {
 			ReadyFunc(func() (bool, string) {
 				return v.Occupancy.Recovered(), "view of " + v.Occupancy.Topic() + " is recovering"
 			}),
+			ReadyFunc(func() (bool, string) {
+				return v.Devices.Connected() && v.Occupancy.Connected(), "views are reconnecting to the brokers"
+			}),
 			ChanReady(v.FencesReady, "fence catalogue is loading"),
 		).Ready()
 		return nil

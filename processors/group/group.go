@@ -188,7 +188,7 @@ type Visit[T any] struct{ name string }
 
 // Run visits every key of the group table that p owns, handing each meta.
 func (v Visit[T]) Run(ctx context.Context, p *Processor, meta T) error {
-	return p.p.VisitAll(ctx, v.name, meta)
+	return p.gp().VisitAll(ctx, v.name, meta)
 }
 
 // Visitor registers a named visit over every key of the group table

@@ -32,6 +32,14 @@ var (
 		Name: "fencestream_handler_panics_total",
 		Help: "Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
 	}, []string{"group", "topic"})
+	stateDamaged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_state_damaged_total",
+		Help: "Local tables found damaged (unreadable, missing files), moved aside as <table>.damaged-<time> and rebuilt from their changelog.",
+	}, []string{"group"})
+	processorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_processor_restarts_total",
+		Help: "Times a group's Goka processor stopped on an error retrying can fix (brokers unreachable, a damaged table) and was rebuilt.",
+	}, []string{"group"})
 	stateUndecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_state_undecodable_total",
 		Help: "Group-table values that could not be decoded and were reset.",
@@ -61,7 +69,7 @@ const (
 
 // collectors are every metric the kit exports.
 func collectors() []prometheus.Collector {
-	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable, handlerPanics,
+	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable, handlerPanics, stateDamaged, processorRestarts,
 		partitionRecords, topicSkew, topicSkewAlert, recovery}
 }
 

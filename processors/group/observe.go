@@ -113,7 +113,7 @@ func (c recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 	running.Range(func(k, _ any) bool {
 		p := k.(*Processor)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st := p.p.StatsWithContext(ctx)
+		st := p.gp().StatsWithContext(ctx)
 		cancel()
 		if st == nil {
 			return true

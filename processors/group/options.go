@@ -35,6 +35,7 @@ type runConfig struct {
 	flush        time.Duration
 	flushSet     bool
 	committed    func(topic string, partition int32) (int64, bool)
+	retry        retryConfig // see reconnect.go
 }
 
 // Registerer sets where the kit's metrics are registered (default
@@ -93,6 +94,9 @@ func GokaOptions(opts ...goka.ProcessorOption) Opt {
 func (c *runConfig) validate() error {
 	if c.tester == nil && c.stateDir == "" {
 		return errors.New("a state directory is required")
+	}
+	if err := c.retry.validate(); err != nil {
+		return err
 	}
 	if c.window < 1 {
 		return fmt.Errorf("replay window must be at least 1, got %d", c.window)

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -19,24 +19,34 @@ import (
 	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
-// Processor is a built group ready to run. Goka's processor stays inside.
+// Processor is a built group ready to run. Goka's processor stays inside;
+// Run replaces it with a fresh one after an error retrying can fix (a Goka
+// processor runs once).
 type Processor struct {
-	p      *goka.Processor
+	cur    atomic.Pointer[goka.Processor]
+	build  func() (*goka.Processor, error) // a fresh Goka processor, same options
 	name   string
 	log    *slog.Logger
 	timers *timerDriver // nil when the group has no timers
 	// commits, when set, is polled from cl while the processor runs.
 	commits *commitWatch
 	cl      cluster.Config
+	dir     string // the state directory, locked while Run runs ("" with Tester)
+	health  *health
+	retry   retryConfig
 }
+
+// gp is the current Goka processor.
+func (p *Processor) gp() *goka.Processor { return p.cur.Load() }
 
 // Owned lists the partitions this instance processes (not those it only keeps
 // a hot standby copy of), sorted.
 func (p *Processor) Owned(ctx context.Context) []int32 {
 	var out []int32
-	st := p.p.StatsWithContext(ctx)
+	st := p.gp().StatsWithContext(ctx)
 	if st == nil {
 		return nil
 	}
@@ -53,7 +63,7 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 // since it started, and the last offset it processed per partition.
 func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
 	last = map[int32]int64{}
-	for part, pp := range p.p.Stats().Group {
+	for part, pp := range p.gp().Stats().Group {
 		if pp == nil {
 			continue
 		}
@@ -67,19 +77,36 @@ func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
 
 // Recovered reports whether every table partition this instance holds,
 // active or hot standby, has caught up with its changelog.
-func (p *Processor) Recovered() bool { return p.p.Recovered() }
+func (p *Processor) Recovered() bool { return p.gp().Recovered() }
 
 // WaitForReadyContext blocks until every partition the processor owns has
-// recovered its table and is processing, or ctx ends.
+// recovered its table and is processing, or ctx ends. Across a restart (a
+// broker outage) it waits for the processor that replaces the failed one;
+// when Run has ended for good it returns Run's error (nil: a clean stop).
 func (p *Processor) WaitForReadyContext(ctx context.Context) error {
-	return p.p.WaitForReadyContext(ctx)
+	for {
+		gp, changed := p.health.current(p)
+		if err := gp.WaitForReadyContext(ctx); err != nil {
+			return err
+		}
+		if gp.Recovered() && p.gp() == gp {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.health.ended:
+			return p.health.endErr()
+		case <-changed:
+		}
+	}
 }
 
 // Processor checks the topology against the broker (creating missing topics
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval, timerBatch: DefaultTimerBatch}
+	cfg := runConfig{retry: retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset}, window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval, timerBatch: DefaultTimerBatch}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,6 +145,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	g.index = idx
 	var newEmitter func() (*goka.Emitter, error)
+	health := newHealth()
+	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
+	var dir string
 	if cfg.tester != nil {
 		popts = append(popts, goka.WithTester(cfg.tester), goka.WithStorageBuilder(indexed(cfg.tester.StorageBuilder())))
 		newEmitter = func() (*goka.Emitter, error) {
@@ -132,8 +162,16 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
-		dir := filepath.Join(cfg.stateDir, g.name)
-		if err := claimStateDir(dir, clusterID); err != nil {
+		dir = filepath.Join(cfg.stateDir, g.name)
+		// Locked while claimed, and again for as long as Run runs: a second
+		// process on the directory is refused before it reads the marker.
+		lock, err := dirlock.Acquire(dir)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: state directory: %w", g.name, err)
+		}
+		err = claimStateDir(dir, clusterID)
+		_ = lock.Release()
+		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
@@ -144,7 +182,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 				goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
-		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log))
+		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log),
+			statestore.OnDamaged(func(string, string, error) { stateDamaged.WithLabelValues(g.name).Inc() }),
+			statestore.OnUnwritable(func(err error) {
+				health.setFatal(err)
+				if proc := built.Load(); proc != nil {
+					go proc.gp().Stop() // not from inside a storage call Goka may hold locks around
+				}
+			}))
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
@@ -168,11 +213,23 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if cfg.tester == nil {
 		brokers = cl.Brokers
 	}
-	p, err := goka.NewProcessor(brokers, gg, popts...)
-	if err != nil {
-		return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
+	buildGoka := func() (*goka.Processor, error) {
+		p, err := goka.NewProcessor(brokers, gg, popts...)
+		if err != nil {
+			return nil, fmt.Errorf("group %s: building processor: %w", g.name, err)
+		}
+		return p, nil
 	}
-	proc := &Processor{p: p, name: g.name, log: g.log, commits: commits, cl: cl}
+	p, err := buildGoka()
+	if err != nil {
+		return nil, err
+	}
+	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl}
+	if cfg.tester != nil {
+		proc.build = nil // the tester's processor runs once
+	}
+	proc.cur.Store(p)
+	built.Store(proc)
 	if g.timers {
 		proc.timers = &timerDriver{name: g.name, every: cfg.timerEvery, batch: cfg.timerBatch, now: cfg.now, streamNow: g.clock.now,
 			idx: idx, auto: cfg.tester == nil, log: g.log, newEmitter: newEmitter}
@@ -187,8 +244,21 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 }
 
 // Run runs until ctx is canceled (a clean stop returns nil) or the processor
-// fails. Goka's stale-cache error gets the fix spelled out.
-func (p *Processor) Run(ctx context.Context) error {
+// fails on an error that retrying cannot fix (wrapping ErrPermanent); after
+// any other error it rebuilds Goka's processor and runs it again, with
+// backoff (RestartBackoff), resuming from the committed offsets and the local
+// state. The state directory is locked for as long as Run runs. Goka's
+// stale-cache error gets the fix spelled out.
+func (p *Processor) Run(ctx context.Context) (err error) {
+	defer func() { p.health.finish(err) }()
+	if p.dir != "" {
+		lock, err := dirlock.Acquire(p.dir)
+		if err != nil {
+			p.log.Error("processor not started", "err", err)
+			return fmt.Errorf("group %s: state directory: %w: %w", p.name, ErrPermanent, err)
+		}
+		defer func() { _ = lock.Release() }()
+	}
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
@@ -209,12 +279,13 @@ func (p *Processor) Run(ctx context.Context) error {
 		go func() { defer close(done); p.driveTimers(stop) }()
 		defer func() { close(stop); <-done; p.timers.stop() }()
 	}
-	err := p.p.Run(gokaCtx)
-	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	if err != nil && strings.Contains(err.Error(), "our cache has one") {
-		err = fmt.Errorf("%w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrStateMismatch, err)
+	if p.build == nil { // under Tester: run once, as Goka does
+		err = p.gp().Run(gokaCtx)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	} else {
+		err = p.runGoka(ctx, gokaCtx)
 	}
 	if err != nil {
 		p.log.Error("processor stopped with error", "err", err)

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
 // ErrStateMismatch is wrapped when local state belongs to another cluster.
@@ -64,6 +67,7 @@ func claimStateDir(dir, clusterID string) error {
 		return nil
 	case errors.Is(err, os.ErrNotExist):
 		entries, _ := os.ReadDir(dir)
+		entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == dirlock.FileName })
 		if len(entries) > 0 {
 			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", ErrStateMismatch, dir)
 		}

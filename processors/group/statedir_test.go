@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/dirlock"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 
@@ -154,12 +156,14 @@ func TestStateDirUnknownOrCorruptContents(t *testing.T) {
 		t.Fatalf("unknown contents: got %v, want ErrStateMismatch telling to delete %s", err, groupDir)
 	}
 
-	// A fresh directory is claimed: the marker is its only entry.
+	// A fresh directory is claimed: the marker is its only entry (besides
+	// the lock file).
 	fresh := t.TempDir()
 	if _, err := build(t, b, fresh); err != nil {
 		t.Fatalf("fresh state dir: %v", err)
 	}
 	entries, err := os.ReadDir(filepath.Join(fresh, testGroup))
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == dirlock.FileName })
 	if err != nil || len(entries) != 1 || entries[0].IsDir() {
 		t.Fatalf("fresh state dir after the claim: %v %v, want exactly one marker file", entries, err)
 	}

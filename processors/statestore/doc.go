@@ -49,6 +49,18 @@
 // against that state; the group kit's replay handling covers that case, and it
 // is the same for every store here.
 //
+// # Damage and full disks
+//
+// A table that cannot be opened (corrupt or missing files, an unknown
+// version), or whose reads report corruption, is moved aside to
+// <table>.damaged-<time> at its next open and opened empty, so Goka rebuilds
+// it from the changelog (OnDamaged reports it). Storage never panics:
+// Pebble's corruption reports and fatal logger become errors wrapping
+// ErrDamaged. A directory that stops taking new files is found by a probe
+// every 32 KB of writes, before Pebble's WAL rotation would hit it (a panic
+// there is a Go runtime fatal); writes then fail with ErrUnwritable, which
+// names the path and the fix (OnUnwritable reports it).
+//
 // The in-memory store loses everything with the process and is rebuilt from
 // the changelog on start (it keeps its tables across rebalances within one
 // process, so a partition that stays or comes back only catches up).

@@ -24,7 +24,7 @@ func levelDBOptions() *opt.Options {
 func levelDBBuilder(dir string, cfg config) storage.Builder {
 	return func(topic string, partition int32) (storage.Storage, error) {
 		path := tablePath(dir, "", topic, partition) // Goka's file name: its tables open here
-		db, err := leveldb.OpenFile(path, levelDBOptions())
+		db, err := openTable(path, cfg, func() (*leveldb.DB, error) { return leveldb.OpenFile(path, levelDBOptions()) })
 		if err != nil {
 			return nil, fmt.Errorf("opening leveldb table %s: %w", path, err)
 		}

@@ -18,26 +18,97 @@ const pebbleCacheBytes = 64 << 20
 func pebbleBuilder(dir string, cfg config) storage.Builder {
 	cache := pebble.NewCache(pebbleCacheBytes) // lives as long as the builder: one per process
 	return func(topic string, partition int32) (storage.Storage, error) {
-		opts := &pebble.Options{
-			Cache:        cache,
-			MemTableSize: 4 << 20,
-			Logger:       pebbleLogger{cfg.log},
-		}
 		path := tablePath(dir, ".pebble", topic, partition)
-		db, err := pebble.Open(path, opts)
+		h := &health{path: path, cfg: cfg}
+		db, err := openTable(path, cfg, func() (db *pebble.DB, err error) {
+			defer recoverFatal(h, &err)
+			return pebble.Open(path, pebbleOptions(cache, h))
+		})
 		if err != nil {
 			return nil, fmt.Errorf("opening pebble table %s: %w", path, err)
 		}
-		s := &pebbleStore{db: db}
-		s.off = newOffsets(func(b []byte) error { return db.Set([]byte(offsetKey), b, pebble.NoSync) }, cfg.offsetInterval)
+		s := &pebbleStore{db: db, h: h}
+		s.off = newOffsets(s.putOffset, cfg.offsetInterval)
 		return s, nil
 	}
+}
+
+// pebbleOptions route Pebble's corruption reports and background errors to
+// h instead of its defaults (DataCorruption calls Logger.Fatalf, a panic in
+// a compaction goroutine nothing can recover).
+func pebbleOptions(cache *pebble.Cache, h *health) *pebble.Options {
+	return &pebble.Options{
+		Cache:        cache,
+		MemTableSize: 4 << 20,
+		Logger:       pebbleLogger{l: h.cfg.log, h: h},
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				_ = h.markDamaged(fmt.Errorf("%s", info))
+			},
+			BackgroundError: func(err error) {
+				switch {
+				case unwritable(err):
+					_ = h.markUnwritable(err)
+				case pebble.IsCorruptionError(err):
+					_ = h.markDamaged(err)
+				default:
+					h.cfg.log.Error("pebble background error", "table", h.path, "err", err)
+				}
+			},
+		},
+	}
+}
+
+// fatalPanic is what pebbleLogger.Fatalf panics with, so the store's own
+// calls can tell it from other panics and turn it into an error.
+type fatalPanic struct{ err error }
+
+// recoverFatal turns a Pebble fatal (and any other panic of the storage
+// engine under a store call) into an error wrapping ErrDamaged or
+// ErrUnwritable, in *err. Deferred by every call into Pebble.
+func recoverFatal(h *health, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	cause, ok := r.(fatalPanic)
+	if !ok {
+		cause = fatalPanic{fmt.Errorf("pebble panicked: %v", r)}
+	}
+	if unwritable(cause.err) {
+		*err = h.markUnwritable(cause.err)
+		return
+	}
+	*err = h.markDamaged(cause.err)
+}
+
+// classify marks the table by what err says and returns the error to give
+// the caller.
+func (h *health) classify(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case unwritable(err):
+		return h.markUnwritable(err)
+	case pebble.IsCorruptionError(err):
+		return h.markDamaged(err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (s *pebbleStore) putOffset(b []byte) (err error) {
+	if err := s.h.beforeWrite(len(b)); err != nil {
+		return err
+	}
+	defer recoverFatal(s.h, &err)
+	return s.h.classify(s.db.Set([]byte(offsetKey), b, pebble.NoSync), "pebble set offset")
 }
 
 // pebbleStore is a Goka table in one Pebble database: WAL on, writes not
 // synced (the changelog is the source of truth; see the package doc).
 type pebbleStore struct {
 	db      *pebble.DB
+	h       *health
 	off     *offsets
 	closing sync.Once
 }
@@ -47,7 +118,22 @@ func (s *pebbleStore) Open() error { return nil }
 // Close writes the offset and closes the database; only the first call does
 // anything (Pebble panics on a second close).
 func (s *pebbleStore) Close() (err error) {
-	s.closing.Do(func() { err = errors.Join(s.off.close(), s.db.Close()) })
+	s.closing.Do(func() {
+		offErr := s.off.close()
+		if s.h.failed() != nil {
+			offErr = nil // expected: the table refused it
+		}
+		err = errors.Join(offErr, s.closeDB())
+	})
+	return err
+}
+
+func (s *pebbleStore) closeDB() (err error) {
+	defer recoverFatal(s.h, &err)
+	err = s.db.Close()
+	if s.h.failed() != nil {
+		return nil // already reported; the table is rebuilt or the process stops
+	}
 	return err
 }
 
@@ -56,30 +142,36 @@ func (s *pebbleStore) Has(key string) (bool, error) {
 	return v != nil, err
 }
 
-func (s *pebbleStore) Get(key string) ([]byte, error) {
+func (s *pebbleStore) Get(key string) (out []byte, err error) {
+	if e := s.h.damaged.Load(); e != nil {
+		return nil, *e
+	}
+	defer recoverFatal(s.h, &err)
 	v, closer, err := s.db.Get([]byte(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pebble get %q: %w", key, err)
+		return nil, s.h.classify(err, fmt.Sprintf("pebble get %q", key))
 	}
-	out := bytes.Clone(v) // v is only valid until closer.Close
+	out = bytes.Clone(v) // v is only valid until closer.Close
 	return out, closer.Close()
 }
 
-func (s *pebbleStore) Set(key string, value []byte) error {
-	if err := s.db.Set([]byte(key), value, pebble.NoSync); err != nil {
-		return fmt.Errorf("pebble set %q: %w", key, err)
+func (s *pebbleStore) Set(key string, value []byte) (err error) {
+	if err := s.h.beforeWrite(len(key) + len(value)); err != nil {
+		return err
 	}
-	return nil
+	defer recoverFatal(s.h, &err)
+	return s.h.classify(s.db.Set([]byte(key), value, pebble.NoSync), fmt.Sprintf("pebble set %q", key))
 }
 
-func (s *pebbleStore) Delete(key string) error {
-	if err := s.db.Delete([]byte(key), pebble.NoSync); err != nil {
-		return fmt.Errorf("pebble delete %q: %w", key, err)
+func (s *pebbleStore) Delete(key string) (err error) {
+	if err := s.h.beforeWrite(len(key)); err != nil {
+		return err
 	}
-	return nil
+	defer recoverFatal(s.h, &err)
+	return s.h.classify(s.db.Delete([]byte(key), pebble.NoSync), fmt.Sprintf("pebble delete %q", key))
 }
 
 func (s *pebbleStore) GetOffset(def int64) (int64, error) {
@@ -94,7 +186,11 @@ func (s *pebbleStore) Iterator() (storage.Iterator, error) { return s.IteratorWi
 
 // IteratorWithRange iterates [start, limit), or every key with prefix start
 // when limit is empty (Goka's LevelDB semantics).
-func (s *pebbleStore) IteratorWithRange(start, limit []byte) (storage.Iterator, error) {
+func (s *pebbleStore) IteratorWithRange(start, limit []byte) (_ storage.Iterator, err error) {
+	if e := s.h.damaged.Load(); e != nil {
+		return nil, *e
+	}
+	defer recoverFatal(s.h, &err)
 	o := &pebble.IterOptions{}
 	switch {
 	case len(limit) > 0:
@@ -104,9 +200,9 @@ func (s *pebbleStore) IteratorWithRange(start, limit []byte) (storage.Iterator, 
 	}
 	it, err := s.db.NewIter(o)
 	if err != nil {
-		return nil, fmt.Errorf("pebble iterator: %w", err)
+		return nil, s.h.classify(err, "pebble iterator")
 	}
-	return &pebbleIter{it: it}, nil
+	return &pebbleIter{it: it, h: s.h}, nil
 }
 
 // prefixEnd is the smallest key greater than every key with prefix p (nil: none).
@@ -125,7 +221,9 @@ func prefixEnd(p []byte) []byte {
 // key until Next or Seek), skipping the offset key.
 type pebbleIter struct {
 	it      *pebble.Iterator
+	h       *health
 	started bool
+	err     error // a Pebble fatal during a move
 }
 
 func (i *pebbleIter) skipOffset() bool {
@@ -135,7 +233,8 @@ func (i *pebbleIter) skipOffset() bool {
 	return i.it.Valid()
 }
 
-func (i *pebbleIter) Next() bool {
+func (i *pebbleIter) Next() (ok bool) {
+	defer i.recover(&ok)
 	if !i.started {
 		i.started = true
 		i.it.First()
@@ -145,13 +244,28 @@ func (i *pebbleIter) Next() bool {
 	return i.skipOffset()
 }
 
-func (i *pebbleIter) Seek(key []byte) bool {
+func (i *pebbleIter) Seek(key []byte) (ok bool) {
+	defer i.recover(&ok)
 	i.started = true
 	i.it.SeekGE(key)
 	return i.skipOffset()
 }
 
-func (i *pebbleIter) Err() error { return i.it.Error() }
+// recover ends the iteration on a Pebble fatal, keeping the error for Err.
+func (i *pebbleIter) recover(ok *bool) {
+	if r := recover(); r != nil {
+		var err error
+		func() { defer recoverFatal(i.h, &err); panic(r) }()
+		i.err, *ok = err, false
+	}
+}
+
+func (i *pebbleIter) Err() error {
+	if i.err != nil {
+		return i.err
+	}
+	return i.h.classify(i.it.Error(), "pebble iterator")
+}
 
 func (i *pebbleIter) Key() []byte {
 	if !i.started || !i.it.Valid() {
@@ -165,21 +279,36 @@ func (i *pebbleIter) Value() ([]byte, error) {
 		return nil, nil
 	}
 	v, err := i.it.ValueAndErr()
-	return bytes.Clone(v), err
+	return bytes.Clone(v), i.h.classify(err, "pebble iterator value")
 }
 
-func (i *pebbleIter) Release() { _ = i.it.Close() }
+func (i *pebbleIter) Release() {
+	var err error
+	defer recoverFatal(i.h, &err)
+	_ = i.it.Close()
+}
 
 // pebbleLogger sends Pebble's messages to slog. Pebble calls Fatalf on broken
-// internal invariants and expects it not to return.
-type pebbleLogger struct{ l *slog.Logger }
+// internal invariants (and, by default, on corruption: pebbleOptions handles
+// that) and expects it not to return: it marks the table and panics with a
+// fatalPanic, which every store call recovers into an error. A Fatalf in one
+// of Pebble's own goroutines still ends the process.
+type pebbleLogger struct {
+	l *slog.Logger
+	h *health
+}
 
 func (p pebbleLogger) Infof(format string, args ...any) { p.l.Debug(fmt.Sprintf(format, args...)) }
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...))
 }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg)
-	panic("pebble: " + msg)
+	err := fmt.Errorf(format, args...)
+	for _, a := range args { // Pebble formats its causes with %s/%v: keep them for classification
+		if e, ok := a.(error); ok {
+			err = errors.Join(err, e)
+		}
+	}
+	p.l.Error("pebble fatal", "table", p.h.path, "err", err)
+	panic(fatalPanic{err})
 }

@@ -50,6 +50,8 @@ type Opt func(*config)
 type config struct {
 	offsetInterval time.Duration
 	log            *slog.Logger
+	onDamaged      func(path, movedTo string, cause error)
+	onUnwritable   func(error)
 }
 
 // OffsetInterval is how often a changed offset is written (default 1 s; Goka

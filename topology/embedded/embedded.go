@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
 // Opt configures Start.
@@ -68,6 +70,7 @@ func clusterID(dataDir string) (string, error) {
 type Broker struct {
 	cluster *kfake.Cluster
 	dataDir string
+	lock    *dirlock.Lock // nil in memory
 }
 
 // Start starts the cluster. Close it when done.
@@ -95,17 +98,29 @@ func Start(opts ...Opt) (*Broker, error) {
 		cfg.dataDir = abs
 		kopts = append(kopts, kfake.DataDir(abs))
 	}
+	// One broker per data directory, locked before anything in it is read:
+	// two brokers on one log duplicate offsets and roll back group commits.
+	var lock *dirlock.Lock
+	if cfg.dataDir != "" {
+		l, err := dirlock.Acquire(cfg.dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("embedded broker data dir: %w", err)
+		}
+		lock = l
+	}
 	id, err := clusterID(cfg.dataDir)
 	if err != nil {
+		_ = lock.Release()
 		return nil, err
 	}
 	kopts = append(kopts, kfake.ClusterID(id))
 	kopts = append(kopts, cfg.kfake...)
 	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
+		_ = lock.Release()
 		return nil, fmt.Errorf("starting embedded broker: %w", err)
 	}
-	return &Broker{cluster: c, dataDir: cfg.dataDir}, nil
+	return &Broker{cluster: c, dataDir: cfg.dataDir, lock: lock}, nil
 }
 
 // Addrs are the bootstrap addresses (host:port on 127.0.0.1).
@@ -118,4 +133,8 @@ func (b *Broker) DataDir() string { return b.dataDir }
 func (b *Broker) Cluster() *kfake.Cluster { return b.cluster }
 
 // Close stops the cluster and, with a data directory, flushes it.
-func (b *Broker) Close() { b.cluster.Close() }
+// The directory stays locked until the log is flushed.
+func (b *Broker) Close() {
+	b.cluster.Close()
+	_ = b.lock.Release()
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/topology/dirlock"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 
@@ -249,4 +251,51 @@ func TestDataDirIsCreated(t *testing.T) {
 		t.Fatalf("restart on a created dir: %v", err)
 	}
 	b2.Close()
+}
+
+// TestSecondBrokerOnOneDataDirIsRefused: a second broker on a live data
+// directory is refused before it reads or writes anything in it (on main it
+// started, and its log then held duplicate offsets).
+func TestSecondBrokerOnOneDataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	b, err := embedded.Start(embedded.DataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, dir)
+	second, err := embedded.Start(embedded.DataDir(dir))
+	if err == nil {
+		second.Close()
+		b.Close()
+		t.Fatal("a second broker started on a live data directory")
+	}
+	if !errors.Is(err, dirlock.ErrLocked) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("error %q: want ErrLocked naming %s and pid %d", err, dir, os.Getpid())
+	}
+	if after := listing(t, dir); after != before {
+		t.Fatalf("the refused broker changed the directory:\nbefore %s\nafter  %s", before, after)
+	}
+	b.Close()
+	again, err := embedded.Start(embedded.DataDir(dir))
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	again.Close()
+}
+
+// listing is every file under dir with its size and modification time.
+func listing(t *testing.T, dir string) string {
+	t.Helper()
+	var sb strings.Builder
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&sb, "%s %d %d;", path, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.String()
 }

@@ -97,6 +97,7 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	if err := checkPartitions(cl.Brokers, saramaCfg, topic); err != nil {
 		return nil, err
 	}
+	saramaCfg = rideOutOutages(saramaCfg)
 	tmCfg := goka.NewTopicManagerConfig()
 	tmCfg.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
 	tmCfg.NoCreate = true // topics are created by topology.Ensure only
@@ -120,6 +121,26 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 		p.cfg.recorder = p.recordToTopic
 	}
 	return p, nil
+}
+
+// DeliveryRetries is how often a record is retried while its broker is
+// unreachable before its delivery fails (about one per second after the
+// first few; see New).
+const DeliveryRetries = 1000
+
+// rideOutOutages is a copy of sc whose producer waits for a broker that went
+// away for a while (a restart, a rolling upgrade) instead of failing the send:
+// sarama's defaults give up after 3 retries 100 ms apart, and a batch whose
+// connection broke fails at once when the leader cannot be looked up, so
+// both the record and the metadata are retried, 100 ms doubling to 1 s apart,
+// up to DeliveryRetries times (about 16 minutes), in order (one request in
+// flight). Only for sending: the start-up check fails fast.
+func rideOutOutages(sc *sarama.Config) *sarama.Config {
+	c := *sc
+	backoff := func(retries, _ int) time.Duration { return min(100*time.Millisecond<<min(retries, 4), time.Second) }
+	c.Producer.Retry.Max, c.Producer.Retry.BackoffFunc = DeliveryRetries, backoff
+	c.Metadata.Retry.Max, c.Metadata.Retry.BackoffFunc = DeliveryRetries, backoff
+	return &c
 }
 
 // Topic is the declared topic this producer writes to.
