@@ -265,7 +265,7 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		}
 		_ = key
 	}
-	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "bad-key"} // the last ping has neither HLC nor device time
+	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "empty-key"} // the last ping has neither HLC nor device time
 	if len(reasons) != len(want) {
 		t.Fatalf("dead letters %v, want %v", reasons, want)
 	}
