@@ -82,12 +82,14 @@ type options struct {
 	hotStandby  bool
 	storage     statestore.Kind
 	noDemoFence bool
+	http        daemon.HTTPFlags
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.cl.ClientID = "fencestream"
 	o.cl.RegisterFlags(fs)
 	o.logs.Register(fs)
+	o.http.Register(fs)
 	o.mapCfg.RegisterFlags(fs)
 	fs.StringVar(&o.data, "data", "data", "data directory: embedded broker in DATA/broker, Goka state in DATA/state, simulator position in DATA/sim.json")
 	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
@@ -109,6 +111,9 @@ func (o *options) register(fs *flag.FlagSet) {
 }
 
 func (o *options) validate() error {
+	if err := o.http.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.data == "":
 		return errors.New("--data must not be empty")
@@ -294,7 +299,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			ServerOpts: []fenceview.Opt{
 				fenceview.WithMap(o.mapCfg),
 				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
+				fenceview.WithMaxStreams(o.http.MaxStreams),
 			},
+			HTTP: o.http.Opts(),
 		})
 	})
 	g.Go(func() error {
