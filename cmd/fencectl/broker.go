@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/fencestream/fencestream/cmd/daemon"
-	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 
@@ -73,11 +71,11 @@ With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.
 		return c.usageErr(stderr, "--tls-cert and --tls-key go together")
 	}
 	if *tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		o, err := embedded.TLSFiles(*tlsCert, *tlsKey)
 		if err != nil {
 			return c.usageErr(stderr, "--tls-cert/--tls-key: %v", err)
 		}
-		opts = append(opts, embedded.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+		opts = append(opts, o)
 	}
 	b, err := embedded.Start(opts...)
 	if err != nil {
@@ -110,25 +108,10 @@ func loopbackPort(addr string) (int, error) {
 	return port, nil
 }
 
-// saslUser parses MECHANISM:USER:PASSWORD (the password may contain colons).
 func saslUser(v string) (embedded.Opt, error) {
-	parts := strings.SplitN(v, ":", 3)
-	if len(parts) != 3 || parts[1] == "" {
-		return nil, fmt.Errorf("SASL user %q: want MECHANISM:USER:PASSWORD", redact(v))
+	u, err := embedded.ParseUser(v)
+	if err != nil {
+		return nil, err
 	}
-	mech := strings.ToUpper(parts[0])
-	switch mech {
-	case cluster.MechanismPlain, cluster.MechanismSCRAMSHA256, cluster.MechanismSCRAMSHA512:
-	default:
-		return nil, fmt.Errorf("SASL user %q: mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", redact(v), parts[0])
-	}
-	return embedded.SASL(mech, parts[1], parts[2]), nil
-}
-
-// redact hides the password of MECHANISM:USER:PASSWORD in messages.
-func redact(v string) string {
-	if parts := strings.SplitN(v, ":", 3); len(parts) == 3 {
-		return parts[0] + ":" + parts[1] + ":***"
-	}
-	return v
+	return u.Opt(), nil
 }
