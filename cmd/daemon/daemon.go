@@ -15,9 +15,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencestream/fencestream/processors/httpguard"
 )
 
 // LogFlags holds the logging flags.
@@ -65,25 +66,12 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// Serve serves h on l until ctx ends, then shuts down gracefully.
+// Serve serves h on l until ctx ends, then shuts down gracefully. The server
+// is bounded by httpguard's defaults (timeouts, 1024 connections) and
+// answers any Host: it serves metrics and health, nothing a web page may not
+// read, and scrapers address it by service name.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	// BaseContext: long-lived responses (SSE) see ctx end and return, so
-	// Shutdown need not wait out its timeout.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		return nil
-	}
+	return httpguard.Serve(ctx, l, h, httpguard.AnyHost())
 }
 
 // Readiness is what /readyz reports: 200 when every added check passes, else

@@ -36,6 +36,7 @@ func run(args []string, stderr io.Writer) error {
 		pf       daemon.ProcessorFlags
 		sweep    = fs.Duration("sweep-interval", 30*time.Second, "how often silent devices are checked for TIMEOUT exits")
 		defaults = debounce.DefaultSettings()
+		maxAcc   = fs.Float64("max-accuracy-m", debounce.DefaultMaxAccuracyM, "largest accuracy radius (metres) a ping may state; vaguer pings, and pings with a non-finite speed or heading, are dead-lettered as implausible")
 	)
 	pf.Cluster.ClientID = "fencestream-debouncer"
 	pf.Register(fs, "127.0.0.1:9101")
@@ -89,6 +90,7 @@ func run(args []string, stderr io.Writer) error {
 			SweepEvery:   *sweep,
 			MaxClockSkew: pf.MaxClockSkew,
 			Defaults:     defaults,
+			MaxAccuracyM: *maxAcc,
 			Log:          log,
 			Started:      func(p *group.Processor) { ready.Add(p.Ready) },
 		})

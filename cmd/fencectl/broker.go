@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -20,11 +21,20 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) int
 SIGTERM, then closes it cleanly (the log is flushed). Once it accepts connections
 it prints its address, host:port, as the only line on stdout (use it as --brokers);
 logs go to stderr. Running it again with the same DIR resumes the same cluster
-(topics, offsets, groups and cluster id). It listens on 127.0.0.1 only.`)
+(topics, offsets, groups and cluster id). It listens on 127.0.0.1 only.
+With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.`)
 	var logs daemon.LogFlags
 	logs.Register(c.fs)
 	data := c.fs.String("data", "", "directory of the broker's log (required; created if missing)")
 	listen := c.fs.String("listen", "127.0.0.1:0", "address to listen on: 127.0.0.1:PORT (port 0: any free port)")
+	tlsCert := c.fs.String("tls-cert", "", "serve TLS with this PEM certificate (chain) file; needs --tls-key")
+	tlsKey := c.fs.String("tls-key", "", "PEM private key of --tls-cert")
+	var users []embedded.Opt
+	c.fs.Func("sasl-user", "require SASL and accept MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); repeat for more users or mechanisms; each is a superuser (kfake enforces no ACLs for them). Env FENCECTL_BROKER_SASL_USERS: the same, comma-separated", func(v string) error {
+		o, err := saslUser(v)
+		users = append(users, o)
+		return err
+	})
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
 		return code
@@ -43,12 +53,36 @@ logs go to stderr. Running it again with the same DIR resumes the same cluster
 	if err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	b, err := embedded.Start(embedded.DataDir(*data), embedded.Port(port))
+	opts := []embedded.Opt{embedded.DataDir(*data), embedded.Port(port)}
+	if len(users) == 0 {
+		for _, v := range strings.Split(os.Getenv("FENCECTL_BROKER_SASL_USERS"), ",") {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			o, err := saslUser(v)
+			if err != nil {
+				return c.usageErr(stderr, "FENCECTL_BROKER_SASL_USERS: %v", err)
+			}
+			users = append(users, o)
+		}
+	}
+	opts = append(opts, users...)
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return c.usageErr(stderr, "--tls-cert and --tls-key go together")
+	}
+	if *tlsCert != "" {
+		o, err := embedded.TLSFiles(*tlsCert, *tlsKey)
+		if err != nil {
+			return c.usageErr(stderr, "--tls-cert/--tls-key: %v", err)
+		}
+		opts = append(opts, o)
+	}
+	b, err := embedded.Start(opts...)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
 	addr := strings.Join(b.Addrs(), ",")
-	log.Info("embedded broker listening", "addr", addr, "data", b.DataDir())
+	log.Info("embedded broker listening", "addr", addr, "data", b.DataDir(), "tls", *tlsCert != "", "sasl_users", len(users))
 	fmt.Fprintln(stdout, addr)
 	<-ctx.Done()
 	b.Close()
@@ -72,4 +106,12 @@ func loopbackPort(addr string) (int, error) {
 		return 0, fmt.Errorf("port %q is not a port number", p)
 	}
 	return port, nil
+}
+
+func saslUser(v string) (embedded.Opt, error) {
+	u, err := embedded.ParseUser(v)
+	if err != nil {
+		return nil, err
+	}
+	return u.Opt(), nil
 }

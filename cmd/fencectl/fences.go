@@ -153,11 +153,9 @@ With --hex, each ID is the hex form of the key's bytes.`)
 				return c.fail(stderr, fmt.Errorf("--hex key %q: %w; nothing deleted", id, err))
 			}
 		}
-		// Only emptiness is refused: a tombstone must match whatever key
-		// the record has, including one our producers would refuse.
-		if len(key) == 0 {
-			return c.fail(stderr, fmt.Errorf("fence id %q: %w; nothing deleted", id, topology.ErrEmptyKey))
-		}
+		// Nothing is refused: a tombstone must match whatever key the
+		// record has, including one our producers would refuse (an empty
+		// key, which a foreign producer can write to a compacted topic).
 		keys = append(keys, key)
 	}
 	cur, err := readFences(ctx, kf)
@@ -169,7 +167,9 @@ With --hex, each ID is the hex form of the key's bytes.`)
 	add := func(key string) {
 		if !seen[key] {
 			seen[key] = true
-			records = append(records, &kgo.Record{Topic: geofence.TopicFences, Key: []byte(key)})
+			// A non-nil Key even when empty: a nil one would be a null key,
+			// which matches no record (and a compacted topic refuses).
+			records = append(records, &kgo.Record{Topic: geofence.TopicFences, Key: append([]byte{}, key...)})
 		}
 	}
 	for _, key := range keys {

@@ -144,6 +144,11 @@ func (k *kafkaFlags) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
+		dctx, cancel := context.WithTimeout(ctx, k.timeout)
+		defer cancel()
+		if derr := cluster.Diagnose(dctx, k.cl); derr != nil && !errors.Is(derr, cluster.ErrUnreachable) {
+			return nil, nil, derr // authentication, mechanism or TLS: not "unreachable"
+		}
 		return nil, nil, fmt.Errorf("broker %s unreachable (no answer within --timeout %v): %w", k.brokers(), k.timeout, err)
 	}
 	return kc, adm, nil

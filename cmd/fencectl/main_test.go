@@ -656,3 +656,27 @@ func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "published 1 fences")
 }
+
+// A record with an empty key (a foreign producer can write one) is listed
+// with a command that removes it, and that command does (issue 17, item 8).
+func TestFencesDeleteEmptyKey(t *testing.T) {
+	addr := withTopology(t, 2)
+	kc, _ := admin(t, addr)
+	if err := kc.ProduceSync(context.Background(), &kgo.Record{Topic: geofence.TopicFences, Key: []byte{}, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, errs, `skipped invalid record with key ""`, "remove it with: fencectl fences delete --hex ''\n")
+	code, out, errs = fencectl(t, "fences", "delete", "--hex", "", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "deleted 1 fences")
+	code, out, errs = fencectl(t, "fences", "list", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	if strings.Contains(errs, "skipped invalid record") {
+		t.Errorf("the empty-key record is still there:\n%s", errs)
+	}
+	code, out, errs = fencectl(t, "fences", "delete", "", "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "nothing deleted")
+}

@@ -83,14 +83,25 @@ type options struct {
 	hotStandby  bool
 	storage     statestore.Kind
 	noDemoFence bool
+	http        daemon.HTTPFlags
+	brokerTLS   [2]string // cert, key files of the embedded broker
+	brokerUsers []embedded.User
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.cl.ClientID = "fencestream"
 	o.cl.RegisterFlags(fs)
 	o.logs.Register(fs)
+	o.http.Register(fs)
 	o.mapCfg.RegisterFlags(fs)
 	fs.StringVar(&o.data, "data", "data", "data directory: embedded broker in DATA/broker, Goka state in DATA/state, simulator position in DATA/sim.json")
+	fs.StringVar(&o.brokerTLS[0], "broker-tls-cert", "", "the embedded broker serves TLS with this PEM certificate (needs --broker-tls-key); the processors trust it unless --tls-ca says otherwise")
+	fs.StringVar(&o.brokerTLS[1], "broker-tls-key", "", "PEM private key of --broker-tls-cert")
+	fs.Func("broker-sasl-user", "the embedded broker requires SASL and accepts MECHANISM:USER:PASSWORD (repeatable); the processors log in as the first unless --sasl-* say otherwise", func(v string) error {
+		u, err := embedded.ParseUser(v)
+		o.brokerUsers = append(o.brokerUsers, u)
+		return err
+	})
 	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the web page and API (port 0: any free port; the URL is printed)")
 	fs.IntVar(&o.partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (permanent once created)")
@@ -110,6 +121,12 @@ func (o *options) register(fs *flag.FlagSet) {
 }
 
 func (o *options) validate() error {
+	if err := o.http.Validate(); err != nil {
+		return err
+	}
+	if (o.brokerTLS[0] == "") != (o.brokerTLS[1] == "") {
+		return errors.New("--broker-tls-cert and --broker-tls-key go together")
+	}
 	switch {
 	case o.data == "":
 		return errors.New("--data must not be empty")
@@ -245,7 +262,28 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		if err := checkFreshBroker(o.brokerDir(), o.stateDir()); err != nil {
 			return err
 		}
-		b, err := embedded.Start(embedded.DataDir(o.brokerDir()), embedded.Port(o.brokerPort))
+		bopts := []embedded.Opt{embedded.DataDir(o.brokerDir()), embedded.Port(o.brokerPort)}
+		if o.brokerTLS[0] != "" {
+			t, err := embedded.TLSFiles(o.brokerTLS[0], o.brokerTLS[1])
+			if err != nil {
+				return err
+			}
+			bopts = append(bopts, t)
+			if !o.cl.TLS {
+				o.cl.TLS = true
+				if o.cl.TLSCAFile == "" {
+					o.cl.TLSCAFile = o.brokerTLS[0] // a certificate in the trust pool verifies itself
+				}
+			}
+		}
+		for _, u := range o.brokerUsers {
+			bopts = append(bopts, u.Opt())
+		}
+		if len(o.brokerUsers) > 0 && o.cl.SASLMechanism == "" {
+			u := o.brokerUsers[0]
+			o.cl.SASLMechanism, o.cl.SASLUser, o.cl.SASLPassword = u.Mechanism, u.Name, u.Password
+		}
+		b, err := embedded.Start(bopts...)
 		if err != nil {
 			if o.brokerPort != 0 {
 				err = fmt.Errorf("%w (is another Kafka listening on port %d? pass --broker-port 0 for any free port, or --brokers to use that Kafka)", err, o.brokerPort)
@@ -303,7 +341,9 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			ServerOpts: []fenceview.Opt{
 				fenceview.WithMap(o.mapCfg),
 				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
+				fenceview.WithMaxStreams(o.http.MaxStreams),
 			},
+			HTTP: o.http.Opts(),
 		})
 	})
 	g.Go(func() error {

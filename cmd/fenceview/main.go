@@ -42,10 +42,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cl       cluster.Config
 		logFlags daemon.LogFlags
 		mapCfg   fenceview.MapConfig
+		httpf    daemon.HTTPFlags
 	)
 	cl.RegisterFlags(fs)
 	logFlags.Register(fs)
 	mapCfg.RegisterFlags(fs)
+	httpf.Register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (a bare :port binds 127.0.0.1)")
 	partitions := fs.Int("partitions", int(topology.DefaultPartitions), "partition count of the keyed topics; must match the broker")
 	noCreate := fs.Bool("no-create-topics", false, "only check the broker's topics against the topology; do not create missing ones")
@@ -71,6 +73,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := mapCfg.Validate(); err != nil {
 		return err
 	}
+	if err := httpf.Validate(); err != nil {
+		return err
+	}
 	l, err := daemon.Listen(*listen)
 	if err != nil {
 		return err
@@ -81,6 +86,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Partitions:     int32(*partitions),
 		NoCreateTopics: *noCreate,
 		Log:            log,
-		ServerOpts:     []fenceview.Opt{fenceview.WithMap(mapCfg)},
+		ServerOpts:     []fenceview.Opt{fenceview.WithMap(mapCfg), fenceview.WithMaxStreams(httpf.MaxStreams)},
+		HTTP:           httpf.Opts(),
 	})
 }

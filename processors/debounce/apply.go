@@ -21,6 +21,33 @@ var (
 	ErrDeviceMismatch = errors.New("device_id differs from the record key")
 )
 
+// ErrImplausible: a ping's value is well-formed but cannot be a real fix (the
+// processor dead-letters it with reason ReasonImplausible).
+var ErrImplausible = errors.New("implausible value")
+
+// ReasonImplausible is the dead-letter reason of a ping CheckPlausible refuses.
+const ReasonImplausible = "implausible"
+
+// DefaultMaxAccuracyM is the largest accuracy radius a ping may state by
+// default (10 km): the fence search widens by the accuracy, so a ping claiming
+// 1e9 m would be tested against every fence, and no fix that vague says
+// anything about a fence.
+const DefaultMaxAccuracyM = 10_000
+
+// CheckPlausible refuses a ping whose accuracy is beyond maxAccuracyM or whose
+// speed or heading is not finite. Run it after ValidatePing.
+func CheckPlausible(p *geofencepb.Ping, maxAccuracyM float64) error {
+	switch {
+	case p.GetAccuracyM() > maxAccuracyM:
+		return fmt.Errorf("%w: accuracy %v m is beyond the maximum %v m", ErrImplausible, p.GetAccuracyM(), maxAccuracyM)
+	case !finite(p.GetSpeedMps()):
+		return fmt.Errorf("%w: speed %v m/s is not finite", ErrImplausible, p.GetSpeedMps())
+	case !finite(p.GetHeadingDeg()):
+		return fmt.Errorf("%w: heading %v° is not finite", ErrImplausible, p.GetHeadingDeg())
+	}
+	return nil
+}
+
 // ValidatePing checks a ping against its record key before anything is applied.
 func ValidatePing(key string, p *geofencepb.Ping) error {
 	switch {

@@ -79,6 +79,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 			for _, r := range []*kgo.Record{
 				{Key: []byte("veh-000"), Value: []byte{0xff, 0xff, 0xff}},
 				{Key: nil, Value: []byte("no key")},
+				{Key: []byte{}, Value: []byte("empty key")},
 			} {
 				if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
 					t.Fatal(err)
@@ -128,8 +129,8 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 			t.Fatalf("state of %s: partition %d (want %d), pings %d, fences %v", dev, st.Partition, p, st.Pings, st.FenceStates)
 		}
 	}
-	// The two poison records are dead-lettered with their reasons.
-	dl := embeddedtest.ConsumeUntil(t, cl, topology.TopicDeadLetter, func(r []*kgo.Record) bool { return len(r) >= 2 })
+	// The three poison records are dead-lettered with their reasons.
+	dl := embeddedtest.ConsumeUntil(t, cl, topology.TopicDeadLetter, func(r []*kgo.Record) bool { return len(r) >= 3 })
 	reasons := map[string]bool{}
 	for _, r := range dl {
 		for _, h := range r.Headers {
@@ -138,7 +139,8 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 			}
 		}
 	}
-	if !reasons[group.ReasonUndecodable] || !reasons[group.ReasonBadKey] || len(dl) != 2 {
+	// Null and empty keys are told apart (issue 17).
+	if !reasons[group.ReasonUndecodable] || !reasons[group.ReasonNullKey] || !reasons[group.ReasonEmptyKey] || len(dl) != 3 {
 		t.Fatalf("dead letters: %d records, reasons %v", len(dl), reasons)
 	}
 }

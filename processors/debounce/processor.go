@@ -52,10 +52,15 @@ type Context = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
 type Opt func(*config)
 
 type config struct {
-	defaults Settings
-	log      *slog.Logger
-	now      func() time.Time
+	defaults     Settings
+	log          *slog.Logger
+	now          func() time.Time
+	maxAccuracyM float64
 }
+
+// WithMaxAccuracy sets the largest accuracy radius (metres) a ping may state;
+// a vaguer one is dead-lettered as implausible (default DefaultMaxAccuracyM).
+func WithMaxAccuracy(m float64) Opt { return func(c *config) { c.maxAccuracyM = m } }
 
 // WithDefaults sets the debounce settings of fences that do not override them
 // (default DefaultSettings()).
@@ -80,12 +85,15 @@ type Debouncer struct {
 // New defines the debouncer over topo's "debouncer" declaration, reading fences
 // from cat.
 func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debouncer, error) {
-	cfg := config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now}
+	cfg := config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := cfg.defaults.Validate(); err != nil {
 		return nil, err
+	}
+	if !finite(cfg.maxAccuracyM) || cfg.maxAccuracyM <= 0 {
+		return nil, fmt.Errorf("debounce: maximum accuracy %v m must be positive and finite", cfg.maxAccuracyM)
 	}
 	d := &Debouncer{cfg: cfg, cat: cat}
 	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
@@ -112,6 +120,10 @@ func pingTime(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceT
 func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if err := ValidatePing(c.Key(), p); err != nil {
 		return err
+	}
+	if err := CheckPlausible(p, d.cfg.maxAccuracyM); err != nil {
+		c.DeadLetter(ReasonImplausible, err)
+		return nil
 	}
 	// The kit ordered the ping by PingHLC; triggers carry the same value.
 	p.Hlc = PingHLC(p)

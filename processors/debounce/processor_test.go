@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -301,7 +302,7 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		}
 		_ = key
 	}
-	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "bad-key"} // the last ping has neither HLC nor device time
+	want := []string{"invalid", "invalid", "invalid", "invalid", "invalid", "empty-key"} // the last ping has neither HLC nor device time
 	if len(reasons) != len(want) {
 		t.Fatalf("dead letters %v, want %v", reasons, want)
 	}
@@ -451,5 +452,58 @@ func TestSilenceWaitsForStreamTimeOnBacklog(t *testing.T) {
 	}
 	if want := int64(1_800_000_000_000) + 13*60_000; got[0].EventTimeMs != want {
 		t.Fatalf("timeout stamped %d, want last fix + timeout = %d", got[0].EventTimeMs, want)
+	}
+}
+
+// Well-formed pings that cannot be real fixes are dead-lettered as
+// implausible, not applied (issue 17: accuracy 1e9 widened the fence search to
+// every fence; NaN speed and Inf heading were accepted).
+func TestProcessorDeadLettersImplausiblePings(t *testing.T) {
+	h := newHarness(t)
+	bad := []*geofencepb.Ping{
+		{AccuracyM: 1e9},
+		{AccuracyM: debounce.DefaultMaxAccuracyM + 1},
+		{AccuracyM: 3, SpeedMps: math.NaN()},
+		{AccuracyM: 3, SpeedMps: math.Inf(1)},
+		{AccuracyM: 3, HeadingDeg: math.Inf(-1)},
+	}
+	for i, p := range bad {
+		p.DeviceId, p.Lat, p.Lon, p.DeviceTimeMs, p.Hlc = "veh-4", insideLat, centerLon, 1_800_000_000_000+int64(i), uint64(10+i)
+		h.tt.Consume(geofence.TopicPings, "veh-4", p)
+	}
+	var details []string
+	for {
+		hdr, _, _, ok := h.dlq.NextWithHeaders()
+		if !ok {
+			break
+		}
+		if r := string(hdr[group.HeaderReason]); r != debounce.ReasonImplausible {
+			t.Errorf("reason %q (%s), want %q", r, hdr[group.HeaderError], debounce.ReasonImplausible)
+		}
+		details = append(details, string(hdr[group.HeaderError]))
+	}
+	if len(details) != len(bad) {
+		t.Fatalf("%d dead letters %q, want %d", len(details), details, len(bad))
+	}
+	for i, want := range []string{"accuracy 1e+09 m is beyond the maximum 10000 m", "accuracy 10001 m", "speed NaN", "speed +Inf", "heading -Inf"} {
+		if !strings.Contains(details[i], want) {
+			t.Errorf("dead letter %d says %q, want %q in it", i, details[i], want)
+		}
+	}
+	if st := h.state("veh-4"); st != nil && st.Pings != 0 {
+		t.Fatalf("implausible pings applied: %v", st)
+	}
+	// The edge itself is plausible.
+	h.tt.Consume(geofence.TopicPings, "veh-4", &geofencepb.Ping{DeviceId: "veh-4", Lat: insideLat, Lon: centerLon, AccuracyM: debounce.DefaultMaxAccuracyM, DeviceTimeMs: 1_800_000_001_000, Hlc: 100})
+	if st := h.state("veh-4"); st == nil || st.Pings != 1 {
+		t.Fatalf("ping at the maximum accuracy not applied: %v", st)
+	}
+}
+
+func TestMaxAccuracyOption(t *testing.T) {
+	for _, m := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if _, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithMaxAccuracy(m)); err == nil {
+			t.Errorf("WithMaxAccuracy(%v) accepted", m)
+		}
 	}
 }

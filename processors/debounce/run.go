@@ -31,6 +31,9 @@ type RunConfig struct {
 	// (0: group.DefaultMaxSkew).
 	MaxClockSkew time.Duration
 	Defaults     Settings
+	// MaxAccuracyM is the largest accuracy a ping may state (0:
+	// DefaultMaxAccuracyM); vaguer pings are dead-lettered as implausible.
+	MaxAccuracyM float64
 	Log          *slog.Logger
 	// Started, if set, is called with the processor once it is ready.
 	Started func(*group.Processor)
@@ -65,7 +68,10 @@ func Run(ctx context.Context, cl cluster.Config, rc RunConfig) error {
 		close(closed)
 		ready = closed
 	}
-	d, err := New(rc.Topology, cat, WithDefaults(rc.Defaults), WithLogger(log))
+	if rc.MaxAccuracyM == 0 {
+		rc.MaxAccuracyM = DefaultMaxAccuracyM
+	}
+	d, err := New(rc.Topology, cat, WithDefaults(rc.Defaults), WithLogger(log), WithMaxAccuracy(rc.MaxAccuracyM))
 	if err != nil {
 		return err
 	}

@@ -261,6 +261,8 @@ func DeleteCommand(key []byte) string {
 		}
 	}
 	switch {
+	case len(key) == 0: // quoted, or the shell drops the argument
+		return "fencectl fences delete --hex ''"
 	case !printable:
 		return "fencectl fences delete --hex " + hex.EncodeToString(key)
 	case plain:

@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/httpguard"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	ServerOpts []Opt
 	// ShutdownTimeout bounds the graceful HTTP shutdown (default 5s).
 	ShutdownTimeout time.Duration
+	// HTTP bounds the server: timeouts, connection cap, Host allow-list
+	// (httpguard's defaults when empty).
+	HTTP []httpguard.Opt
 }
 
 func (o *Options) validate() error {
@@ -145,7 +149,7 @@ func Run(ctx context.Context, o Options) error {
 		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyLoop}, 30*time.Second, log)
 	})
 	g.Go(func() error { return consumer.Run(ctx) })
-	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout) })
+	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout, o.HTTP...) })
 	g.Go(func() error { // log readiness once; views are read only through ViewSources
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
@@ -166,29 +170,13 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // Serve serves h on l until ctx ends, then shuts down gracefully within
-// timeout. Request contexts derive from ctx, so long-lived responses (trigger
-// streams) end when ctx does instead of holding the shutdown up.
-func Serve(ctx context.Context, l net.Listener, h http.Handler, timeout time.Duration) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+// timeout, bounded by httpguard (its defaults, then opts): timeouts, a
+// connection cap, a Host allow-list. Request contexts derive from ctx, so
+// long-lived responses (trigger streams) end when ctx does instead of holding
+// the shutdown up.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, timeout time.Duration, opts ...httpguard.Opt) error {
+	if err := httpguard.Serve(ctx, l, h, append([]httpguard.Opt{httpguard.ShutdownTimeout(timeout)}, opts...)...); err != nil {
+		return fmt.Errorf("fenceview: %w", err)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return fmt.Errorf("fenceview: serving: %w", err)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
-		<-errc
-		return nil
-	}
+	return nil
 }

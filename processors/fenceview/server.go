@@ -28,7 +28,14 @@ const (
 	DefaultPageLimit     = 1000
 	MaxPageLimit         = 10000
 	MaxPartitions        = 10000
+	// DefaultMaxStreams caps the trigger streams open at once; each holds a
+	// connection exempt from the server's write timeout.
+	DefaultMaxStreams = 256
 )
+
+// streamWriteTimeout bounds each write of a trigger stream: a client that
+// stops reading loses its stream (and its slot) after it.
+const streamWriteTimeout = 30 * time.Second
 
 // Sources are what a Server reads. Every field is required.
 type Sources struct {
@@ -53,7 +60,12 @@ type config struct {
 	routes    []route
 	mapCfg    MapConfig
 	defaults  debounce.Settings
+	streams   int
 }
+
+// WithMaxStreams caps the trigger streams (/v1/triggers/stream) open at once
+// (default DefaultMaxStreams, 256); one more is answered 503.
+func WithMaxStreams(n int) Opt { return func(c *config) { c.streams = n } }
 
 // WithTopology sets the topology /v1/topology describes and whose partition
 // counts /v1/partition and the partition fields use (default geofence.Topology()).
@@ -107,6 +119,9 @@ func (c *config) validate(src Sources) error {
 	if c.heartbeat <= 0 {
 		return fmt.Errorf("fenceview: heartbeat %v must be positive", c.heartbeat)
 	}
+	if c.streams <= 0 {
+		return fmt.Errorf("fenceview: stream cap %d must be positive", c.streams)
+	}
 	if c.deviceCap <= 0 {
 		return fmt.Errorf("fenceview: device list cap %d must be positive", c.deviceCap)
 	}
@@ -116,14 +131,15 @@ func (c *config) validate(src Sources) error {
 // Server is fenceview's HTTP handler: the JSON API, the trigger stream, the
 // web page, health and metrics. Build it with NewServer.
 type Server struct {
-	src Sources
-	cfg config
-	mux *http.ServeMux
+	src     Sources
+	cfg     config
+	mux     *http.ServeMux
+	streams chan struct{} // a slot per open trigger stream
 }
 
 // NewServer builds the handler over src.
 func NewServer(src Sources, opts ...Opt) (*Server, error) {
-	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap, defaults: debounce.DefaultSettings()}
+	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap, defaults: debounce.DefaultSettings(), streams: DefaultMaxStreams}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -133,7 +149,7 @@ func NewServer(src Sources, opts ...Opt) (*Server, error) {
 	if err := cfg.validate(src); err != nil {
 		return nil, err
 	}
-	s := &Server{src: src, cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{src: src, cfg: cfg, mux: http.NewServeMux(), streams: make(chan struct{}, cfg.streams)}
 	s.routes()
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencestream/fencestream/processors/httpguard"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -19,7 +20,23 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many trigger streams open (the cap is %d); retry later", cap(s.streams)))
+		return
+	}
 	rc := http.NewResponseController(w)
+	// A stream lasts as long as its client wants: exempt from the server's
+	// whole-response deadlines, but every write must get through within
+	// streamWriteTimeout, so a client that stops reading frees its slot.
+	if err := httpguard.Unbounded(w); err != nil {
+		s.cfg.log.Warn("trigger stream: deadlines cannot be lifted", "err", err)
+	}
+	bound := func() { _ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) }
+	bound()
 	sub := s.src.Feed.Subscribe(filter) // before the headers: a client that saw them misses nothing
 	defer sub.Close()
 	h := w.Header()
@@ -46,6 +63,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
+			bound()
 			data, err := json.Marshal(TriggerToJSON(t))
 			if err != nil {
 				continue
@@ -60,6 +78,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		case now := <-tick.C:
+			bound()
 			if _, err := fmt.Fprintf(w, ": heartbeat %s\n\n", now.UTC().Format(time.RFC3339)); err != nil {
 				return
 			}

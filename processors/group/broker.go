@@ -89,6 +89,12 @@ func CheckBroker(ctx context.Context, cl cluster.Config, topo *topology.Topology
 	defer cancel()
 	meta, err := adm.BrokerMetadata(cctx)
 	if err != nil {
+		// Clients report a refused password or certificate as "EOF" or a
+		// timeout: say which step fails (cluster.Permanent tells whether
+		// waiting can help).
+		if derr := cluster.Diagnose(ctx, cl); cluster.Permanent(derr) {
+			return "", derr
+		}
 		return "", fmt.Errorf("broker %s unreachable: %w", strings.Join(cl.Brokers, ","), err)
 	}
 	if create {

@@ -221,7 +221,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
 		recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
 		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
-			c.DeadLetter(ReasonBadKey, err)
+			c.DeadLetter(badKey(gctx, err))
 			return
 		}
 		msg, poison, ok := codecs.As[M, PM](value)

@@ -158,6 +158,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
+		markNullKeys(sc) // null and empty input keys get different dead-letter reasons
 		clusterID, err := CheckBroker(ctx, cl, g.topo, !cfg.noCreate)
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)

@@ -190,7 +190,7 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	h := newHarness(t)
 	p := &geofencepb.Ping{DeviceId: "d1", Hlc: 1}
 	h.tt.Consume(topicIn, "", p)
-	checkDeadLetter(t, h.nextDeadLetter(t), "", group.ReasonBadKey, "", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "", group.ReasonEmptyKey, "", p)
 	h.noMore(t)
 	if audits := h.a.takeAudits(); len(audits) != 0 {
 		t.Errorf("the handler saw a dead-lettered record: %v", audits)

@@ -125,9 +125,14 @@ type outputs struct {
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
 func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
-	if err := Validate(c.Key(), t); err != nil {
+	if err := validate(t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
+	}
+	if err := checkAuthentic(c.Key(), true, t); err != nil {
+		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		c.DeadLetter(ReasonForged, err)
+		return nil
 	}
 	if cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
@@ -145,6 +150,11 @@ func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) 
 	if err := validateLooped(c.Key(), t); err != nil {
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		return err
+	}
+	if err := checkAuthentic("", false, t); err != nil { // the loop topic can be written to as well
+		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		c.DeadLetter(ReasonForged, err)
+		return nil
 	}
 	occ := c.State()
 	if occ == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lovoo/goka"
@@ -148,15 +149,16 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 	h := newHarness(t)
 	good := trig("veh-1", "depot", enter, 10)
 	bad := []struct {
-		key  string
-		edit func(*geofencepb.Trigger)
+		key    string
+		edit   func(*geofencepb.Trigger)
+		reason string
 	}{
-		{"veh-1", func(t *geofencepb.Trigger) { t.FenceId = "" }},
-		{"veh-1", func(t *geofencepb.Trigger) { t.TriggerId = "" }},
-		{"veh-2", func(*geofencepb.Trigger) {}}, // device_id is not the key
-		{"veh-1", func(t *geofencepb.Trigger) { t.Type = geofencepb.TriggerType_TRIGGER_TYPE_UNSPECIFIED }},
-		{"veh-1", func(t *geofencepb.Trigger) { t.Type = 9 }},
-		{"veh-1", func(t *geofencepb.Trigger) { t.Hlc = 0 }},
+		{"veh-1", func(t *geofencepb.Trigger) { t.FenceId = "" }, group.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.TriggerId = "" }, group.ReasonInvalid},
+		{"veh-2", func(*geofencepb.Trigger) {}, occupancy.ReasonForged}, // device_id is not the key
+		{"veh-1", func(t *geofencepb.Trigger) { t.Type = geofencepb.TriggerType_TRIGGER_TYPE_UNSPECIFIED }, group.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.Type = 9 }, group.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.Hlc = 0 }, group.ReasonInvalid},
 	}
 	for i, b := range bad {
 		tr := proto.Clone(good).(*geofencepb.Trigger)
@@ -166,7 +168,7 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: not dead-lettered", i)
 		}
-		if key != b.key || string(hdr[group.HeaderReason]) != group.ReasonInvalid || string(hdr[group.HeaderSourceTopic]) != geofence.TopicTriggers {
+		if key != b.key || string(hdr[group.HeaderReason]) != b.reason || string(hdr[group.HeaderSourceTopic]) != geofence.TopicTriggers {
 			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
 		}
 		raw, _ := v.([]byte)
@@ -315,4 +317,42 @@ func TestUnknownFenceIsDeadLettered(t *testing.T) {
 	if k, _, ok := h.dlq.NextRaw(); ok {
 		t.Errorf("unexpected dead letter for %q", k)
 	}
+}
+
+// A trigger written straight to fence-triggers (or the loop topic) whose id is
+// not the one the debouncer derives from its device, fence, type and HLC is
+// dead-lettered as forged and moves no count (issue 17: "forged-1" put
+// veh-0001 inside park-tiergarten for good).
+func TestProcessorDeadLettersForgedTriggers(t *testing.T) {
+	h := newHarness(t)
+	forged := trig("veh-0001", "park-tiergarten", enter, 10)
+	forged.TriggerId = "forged-1"
+	otherFence := trig("veh-0001", "depot", enter, 11)
+	otherFence.FenceId = "park-tiergarten" // the id names depot
+	otherHLC := trig("veh-0001", "park-tiergarten", enter, 12)
+	otherHLC.Hlc = 13
+	for i, tr := range []*geofencepb.Trigger{forged, otherFence, otherHLC} {
+		h.send(tr)
+		hdr, key, _, ok := h.dlq.NextWithHeaders()
+		if !ok {
+			t.Fatalf("case %d: not dead-lettered", i)
+		}
+		if key != "veh-0001" || string(hdr[group.HeaderReason]) != occupancy.ReasonForged || !strings.Contains(string(hdr[group.HeaderError]), "trigger_id") {
+			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
+		}
+	}
+	if _, _, ok := h.loop.Next(); ok {
+		t.Fatal("a forged trigger was looped back")
+	}
+	// Straight onto the loop topic, keyed by the fence.
+	h.tt.Consume(geofence.TopicOccupancyLoop, "park-tiergarten", forged)
+	if hdr, _, _, ok := h.dlq.NextWithHeaders(); !ok || string(hdr[group.HeaderReason]) != occupancy.ReasonForged {
+		t.Fatalf("forged loop record: dead letter %v %q", ok, hdr)
+	}
+	if n := h.count("park-tiergarten"); n != 0 {
+		t.Fatalf("forged triggers moved the count to %d", n)
+	}
+	// The genuine trigger still counts.
+	h.send(trig("veh-0001", "park-tiergarten", enter, 20))
+	h.noDeadLetters()
 }
