@@ -116,8 +116,6 @@ func shardFlags(shard string, replica, replicas int, peers string, n int32) (*fe
 		return nil, nil
 	case shard != "" && byIndex:
 		return nil, errors.New("give --shard or --replica/--replicas, not both")
-	case peers == "":
-		return nil, errors.New("a sharded replica needs --peers for the partitions it does not hold")
 	}
 	var own []int32
 	var err error
@@ -128,9 +126,11 @@ func shardFlags(shard string, replica, replicas int, peers string, n int32) (*fe
 	} else if own, err = fenceview.ParsePartitions(shard); err != nil {
 		return nil, fmt.Errorf("--shard: %w", err)
 	}
-	ps, err := fenceview.ParsePeers(peers, replica, replicas, n, own)
-	if err != nil {
-		return nil, fmt.Errorf("--peers: %w", err)
+	var ps []fenceview.Peer
+	if peers != "" { // none: own must be every partition (Validate says which are missing)
+		if ps, err = fenceview.ParsePeers(peers, replica, replicas, n, own); err != nil {
+			return nil, fmt.Errorf("--peers: %w", err)
+		}
 	}
 	sh := &fenceview.Shard{Partitions: own, Peers: ps}
 	if err := sh.Validate(n); err != nil {

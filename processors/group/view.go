@@ -134,8 +134,17 @@ func (c *viewConfig) storageBuilder(cl cluster.Config, table string) (storage.Bu
 	if err := claimStateDir(dir, id); err != nil {
 		return nil, err
 	}
-	return statestore.Builder(kind, dir)
+	return statestore.Builder(kind, dir, statestore.PebbleMemory(viewMemTable, viewCache))
 }
+
+// A view holds a store per partition of its table and only reads it by key,
+// so it gets smaller Pebble memtables and cache than a group's (measured at
+// 1,000,000 devices over 24 partitions: peak RSS 610 MB with the group's 4 MB
+// memtables, see BENCHMARKS.md).
+const (
+	viewMemTable = 1 << 20
+	viewCache    = 16 << 20
+)
 
 // NewView builds a view of table whose values are *M.
 func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts ...ViewOpt) (*View[M, PM], error) {

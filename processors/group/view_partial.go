@@ -253,7 +253,11 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 			v.update(p, func(ts *goka.TableStats) { ts.Status = goka.PartitionRunning; ts.Recovery.RecoveryTime = time.Now() })
 		}
 	}
-	kc, err := kgo.NewClient(append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{v.table: from}))...)
+	// Small fetches: the records are copied into the store at once, and
+	// franz-go's defaults (50 MB a fetch) multiply the peak memory of a
+	// cold start.
+	kc, err := kgo.NewClient(append(kopts, kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{v.table: from}))...)
 	if err != nil {
 		return err
 	}

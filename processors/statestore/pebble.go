@@ -15,12 +15,22 @@ import (
 // process runs 24 partitions; a cache each would multiply it).
 const pebbleCacheBytes = 64 << 20
 
+// pebbleMemTableBytes is the default memtable size of one table.
+const pebbleMemTableBytes = 4 << 20
+
 func pebbleBuilder(dir string, cfg config) storage.Builder {
-	cache := pebble.NewCache(pebbleCacheBytes) // lives as long as the builder: one per process
+	cacheBytes, memTable := int64(pebbleCacheBytes), pebbleMemTableBytes
+	if cfg.cache > 0 {
+		cacheBytes = cfg.cache
+	}
+	if cfg.memTable > 0 {
+		memTable = cfg.memTable
+	}
+	cache := pebble.NewCache(cacheBytes) // lives as long as the builder: one per process
 	return func(topic string, partition int32) (storage.Storage, error) {
 		opts := &pebble.Options{
 			Cache:        cache,
-			MemTableSize: 4 << 20,
+			MemTableSize: uint64(memTable),
 			Logger:       pebbleLogger{cfg.log},
 		}
 		path := tablePath(dir, ".pebble", topic, partition)
