@@ -337,6 +337,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			NoCreateTopics: true,
 			Catalogue:      cat,
 			CatalogueReady: follower.Ready(),
+			StateDir:       filepath.Join(o.stateDir(), "fenceview"), // a restart catches up
 			Log:            log.With("component", "fenceview"),
 			ServerOpts: []fenceview.Opt{
 				fenceview.WithMap(o.mapCfg),

@@ -1,9 +1,17 @@
 // Command fenceview serves fencestream's query API, live web page and
 // metrics over views of the debouncer and occupancy tables. Run as many
-// replicas as needed: each holds whole copies of both tables and answers
-// every key; none joins a consumer group.
+// replicas as needed: by default each holds whole copies of the tables and
+// answers every key; none joins a consumer group. With --state-dir the
+// copies are kept on disk and a restart only catches up.
 //
-//	fenceview --brokers localhost:9092 --listen 127.0.0.1:8080
+//	fenceview --brokers localhost:9092 --listen 127.0.0.1:8080 --state-dir /var/lib/fenceview
+//
+// For fleets beyond one replica's disk, each replica holds a share of the
+// partitions and reads the others from its peers, so every replica still
+// answers every key:
+//
+//	fenceview --replica 0 --replicas 2 --peers http://10.0.0.1:8080,http://10.0.0.2:8080 ...
+//	fenceview --shard 0-11 --peers 12-23=http://10.0.0.2:8080 ...
 //
 // See package processors/fenceview for the routes.
 package main
@@ -51,6 +59,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (a bare :port binds 127.0.0.1)")
 	partitions := fs.Int("partitions", int(topology.DefaultPartitions), "partition count of the keyed topics; must match the broker")
 	noCreate := fs.Bool("no-create-topics", false, "only check the broker's topics against the topology; do not create missing ones")
+	stateDir := fs.String("state-dir", "", "keep the views' tables on disk (Pebble) here, so a restart catches up instead of rebuilding (default: in memory, rebuilt at every start)")
+	shard := fs.String("shard", "", "hold only these partitions of the tables, e.g. 0-11 (needs --peers for the rest; default: every partition)")
+	replica := fs.Int("replica", -1, "this replica's index, 0..replicas-1: hold the replica's block of partitions (with --replicas and --peers)")
+	replicas := fs.Int("replicas", 0, "number of replicas sharing the partitions (with --replica)")
+	peers := fs.String("peers", "", "replicas holding the other partitions: one base URL per replica in replica order (with --replica), or PARTITIONS=URL entries (with --shard)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,6 +89,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := httpf.Validate(); err != nil {
 		return err
 	}
+	sh, err := shardFlags(*shard, *replica, *replicas, *peers, int32(*partitions))
+	if err != nil {
+		return err
+	}
 	l, err := daemon.Listen(*listen)
 	if err != nil {
 		return err
@@ -88,5 +105,42 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Log:            log,
 		ServerOpts:     []fenceview.Opt{fenceview.WithMap(mapCfg), fenceview.WithMaxStreams(httpf.MaxStreams)},
 		HTTP:           httpf.Opts(),
+		StateDir:       *stateDir,
+		Shard:          sh,
 	})
+}
+
+// shardFlags builds the replica's shard from --shard or --replica/--replicas
+// and --peers (nil: every partition, no peers).
+func shardFlags(shard string, replica, replicas int, peers string, n int32) (*fenceview.Shard, error) {
+	byIndex := replica >= 0 || replicas > 0
+	switch {
+	case shard == "" && !byIndex:
+		if peers != "" {
+			return nil, errors.New("--peers without --shard or --replica/--replicas")
+		}
+		return nil, nil
+	case shard != "" && byIndex:
+		return nil, errors.New("give --shard or --replica/--replicas, not both")
+	}
+	var own []int32
+	var err error
+	if byIndex {
+		if own, err = fenceview.ReplicaPartitions(replica, replicas, n); err != nil {
+			return nil, fmt.Errorf("--replica/--replicas: %w", err)
+		}
+	} else if own, err = fenceview.ParsePartitions(shard); err != nil {
+		return nil, fmt.Errorf("--shard: %w", err)
+	}
+	var ps []fenceview.Peer
+	if peers != "" { // none: own must be every partition (Validate says which are missing)
+		if ps, err = fenceview.ParsePeers(peers, replica, replicas, n, own); err != nil {
+			return nil, fmt.Errorf("--peers: %w", err)
+		}
+	}
+	sh := &fenceview.Shard{Partitions: own, Peers: ps}
+	if err := sh.Validate(n); err != nil {
+		return nil, err
+	}
+	return sh, nil
 }

@@ -25,6 +25,12 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "--sasl-mechanism", "MD5"}, "SASL"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--brokers", "127.0.0.1:1", "--tiles", "https://tiles.example/{z}.png"}, "--tiles"},
+		{[]string{"--brokers", "127.0.0.1:1", "--peers", "http://127.0.0.1:2"}, "--peers without"},
+		{[]string{"--brokers", "127.0.0.1:1", "--shard", "0-11", "--replica", "0", "--replicas", "2"}, "not both"},
+		{[]string{"--brokers", "127.0.0.1:1", "--shard", "0-11"}, "no replica holds partitions 12-23"},
+		{[]string{"--brokers", "127.0.0.1:1", "--shard", "0-11", "--peers", "12-22=http://127.0.0.1:2"}, "partitions 23"},
+		{[]string{"--brokers", "127.0.0.1:1", "--replica", "2", "--replicas", "2", "--peers", "http://a:1,http://b:2"}, "--replica"},
+		{[]string{"--brokers", "127.0.0.1:1", "--replica", "0", "--replicas", "2", "--peers", "http://a:1"}, "one per replica"},
 	} {
 		var stderr embeddedtest.SyncBuffer
 		err := run(context.Background(), c.args, &stderr)

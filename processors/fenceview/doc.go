@@ -51,7 +51,12 @@
 //     bounded buffer, and a slow one loses triggers (counted, and told with
 //     a "dropped" event) instead of slowing the others.
 //   - Replicas are independent: no consumer group, no committed offsets;
-//     each replica holds whole copies of both tables and answers every key.
+//     by default each replica holds whole copies of the tables and answers
+//     every key. A sharded replica ([Options.Shard]) holds some partitions
+//     and reads a key of any other partition from the one peer holding it
+//     (a peer answers only what it holds, so reads never loop); reads that
+//     need every partition merge all replicas' shares. Either way every
+//     replica answers every key with the same JSON.
 //     Its trigger feed reads the last [DefaultHistory] triggers of each
 //     partition back into its history at start-up, then follows the end of
 //     the topic.

@@ -14,7 +14,7 @@ import (
 // extraRoute is a route fenceview serves for a registered processor.
 type extraRoute struct {
 	pattern string
-	build   func(cl cluster.Config) (builtRoute, error)
+	build   func(cl cluster.Config, opts ...group.ViewOpt) (builtRoute, error)
 }
 
 type builtRoute struct {
@@ -35,8 +35,8 @@ var registered struct {
 func RegisterViewRoute[M any, PM codecs.Message[M]](pattern, table string, serve func(v *group.View[M, PM], w http.ResponseWriter, r *http.Request)) {
 	registered.mu.Lock()
 	defer registered.mu.Unlock()
-	registered.routes = append(registered.routes, extraRoute{pattern: pattern, build: func(cl cluster.Config) (builtRoute, error) {
-		v, err := group.NewView[M, PM](cl, table)
+	registered.routes = append(registered.routes, extraRoute{pattern: pattern, build: func(cl cluster.Config, opts ...group.ViewOpt) (builtRoute, error) {
+		v, err := group.NewView[M, PM](cl, table, opts...)
 		if err != nil {
 			return builtRoute{}, err
 		}

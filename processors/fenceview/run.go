@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
@@ -48,6 +50,16 @@ type Options struct {
 	// HTTP bounds the server: timeouts, connection cap, Host allow-list
 	// (httpguard's defaults when empty).
 	HTTP []httpguard.Opt
+	// StateDir, when set, keeps the views' tables in the kit's store
+	// (Pebble) under it, one subdirectory per table, so a restart catches up
+	// from the stored offsets instead of rebuilding (default: in memory,
+	// rebuilt at every start).
+	StateDir string
+	// Shard, when set, makes this replica hold only Shard.Partitions of the
+	// debouncer, occupancy and visit tables (the kit's partial views) and read
+	// every other partition from the peer holding it (default: nil, Goka views
+	// of every partition). Views of registered routes stay whole.
+	Shard *Shard
 }
 
 func (o *Options) validate() error {
@@ -62,6 +74,15 @@ func (o *Options) validate() error {
 	}
 	if o.Catalogue == nil && o.CatalogueReady != nil {
 		return errors.New("fenceview: CatalogueReady without Catalogue")
+	}
+	if o.Shard != nil {
+		n := o.Partitions
+		if n == 0 {
+			n = topology.DefaultPartitions
+		}
+		if err := o.Shard.Validate(n); err != nil {
+			return fmt.Errorf("fenceview: %w", err)
+		}
 	}
 	return nil
 }
@@ -113,23 +134,50 @@ func Run(ctx context.Context, o Options) error {
 		catReady = follower.Ready()
 		g.Go(func() error { return follower.Run(ctx) })
 	}
-	views, err := NewViewSources(o.Cluster, catReady)
+	var vopts []group.ViewOpt
+	if o.StateDir != "" {
+		vopts = append(vopts, group.ViewStateDir(o.StateDir))
+	}
+	routeOpts := vopts
+	held := make([]int32, 0, o.Partitions)
+	for p := range o.Partitions {
+		held = append(held, p)
+	}
+	var rt *router
+	if o.Shard != nil {
+		if rt, err = newRouter(o.Shard, o.Partitions, &http.Client{}); err != nil {
+			return fmt.Errorf("fenceview: %w", err)
+		}
+		held = o.Shard.Partitions
+		vopts = append(vopts, group.ViewPartitions(held...))
+	}
+	views, err := NewViewSources(o.Cluster, catReady, vopts...)
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
 	var extra []Opt
 	for _, r := range registeredRoutes() {
-		b, err := r.build(o.Cluster)
+		b, err := r.build(o.Cluster, routeOpts...)
 		if err != nil {
 			return fmt.Errorf("fenceview: route %s: %w", r.pattern, err)
 		}
 		extra = append(extra, WithRoute(r.pattern, b.handler))
 		g.Go(func() error { return b.run(ctx) })
 	}
-	visitsView, err := NewVisitsView(o.Cluster)
+	visitsView, err := NewVisitsView(o.Cluster, vopts...)
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
+	if rt != nil {
+		views.shard(rt)
+		visitsView.shard(rt)
+	}
+	// Every replica serves the records it holds, so a sharded peer can read them.
+	extra = append(extra, WithRoute("GET "+recordsPath+"{table}", recordsHandler(map[string]recordServer{
+		geofence.TopicDebouncer:       viewRecords[geofencepb.DeviceState, *geofencepb.DeviceState]{views.Devices, o.Partitions},
+		geofence.TopicOccupancy:       viewRecords[geofencepb.Occupancy, *geofencepb.Occupancy]{views.Occupancy, o.Partitions},
+		geofence.TopicVisitStatsTable: viewRecords[visitspb.FenceVisits, *visitspb.FenceVisits]{visitsView.v, o.Partitions},
+	}, held)))
 	feed := NewFeed(0)
 	consumer := NewTriggerConsumer(o.Cluster, feed, log)
 	srv, err := NewServer(Sources{
@@ -165,7 +213,11 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}
 	})
-	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions)
+	holds := "every partition"
+	if o.Shard != nil {
+		holds = "partitions " + FormatPartitions(o.Shard.Partitions) + fmt.Sprintf(" (%d peers)", len(o.Shard.Peers))
+	}
+	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions, "holds", holds, "state_dir", o.StateDir)
 	return g.Wait()
 }
 

@@ -118,8 +118,34 @@ type ViewSources struct {
 	// fences.Follower.Ready()); nil means the catalogue needs no loading.
 	FencesReady <-chan struct{}
 
+	// Set by shard (a sharded replica): the tables as a whole, this
+	// replica's partitions read from the views, the others from peers.
+	devices   table[geofencepb.DeviceState, *geofencepb.DeviceState]
+	occupancy table[geofencepb.Occupancy, *geofencepb.Occupancy]
+
 	mu     sync.RWMutex
 	closed bool
+}
+
+// shard makes reads of keys on partitions the views do not hold go to the
+// peers that do.
+func (v *ViewSources) shard(r *router) {
+	v.devices = shardedTable[geofencepb.DeviceState, *geofencepb.DeviceState]{v.Devices, r}
+	v.occupancy = shardedTable[geofencepb.Occupancy, *geofencepb.Occupancy]{v.Occupancy, r}
+}
+
+func (v *ViewSources) deviceTable() table[geofencepb.DeviceState, *geofencepb.DeviceState] {
+	if v.devices != nil {
+		return v.devices
+	}
+	return v.Devices
+}
+
+func (v *ViewSources) occupancyTable() table[geofencepb.Occupancy, *geofencepb.Occupancy] {
+	if v.occupancy != nil {
+		return v.occupancy
+	}
+	return v.Occupancy
 }
 
 // ErrStopped is wrapped by reads after Run's context has ended.
@@ -197,7 +223,7 @@ func (v *ViewSources) Ready() (ok bool, why string) {
 // Device implements DeviceSource.
 func (v *ViewSources) Device(id string) (st *geofencepb.DeviceState, err error) {
 	gerr := v.guard(func() error {
-		st, err = wrapNotReady(v.Devices.Get(id))
+		st, err = wrapNotReady(v.deviceTable().Get(id))
 		return nil
 	})
 	if gerr != nil {
@@ -209,7 +235,7 @@ func (v *ViewSources) Device(id string) (st *geofencepb.DeviceState, err error) 
 // Fence implements OccupancySource.
 func (v *ViewSources) Fence(id string) (o *geofencepb.Occupancy, err error) {
 	gerr := v.guard(func() error {
-		o, err = wrapNotReady(occupancy.Total(v.Occupancy.Get, id, DefaultDeviceListCap))
+		o, err = wrapNotReady(occupancy.Total(v.occupancyTable().Get, id, DefaultDeviceListCap))
 		return nil
 	})
 	if gerr != nil {
@@ -224,7 +250,8 @@ func (v *ViewSources) Each(fn func(*geofencepb.Occupancy) bool) error {
 	return v.guard(func() error {
 		var split []string
 		more := true
-		err := v.Occupancy.Each(func(key string, o *geofencepb.Occupancy) bool {
+		occ := v.occupancyTable()
+		err := occ.Each(func(key string, o *geofencepb.Occupancy) bool {
 			switch {
 			case occupancy.IsPart(key, o):
 				return true
@@ -242,7 +269,7 @@ func (v *ViewSources) Each(fn func(*geofencepb.Occupancy) bool) error {
 				break
 			}
 			var o *geofencepb.Occupancy
-			if o, err = occupancy.Total(v.Occupancy.Get, id, DefaultDeviceListCap); o != nil {
+			if o, err = occupancy.Total(occ.Get, id, DefaultDeviceListCap); o != nil {
 				more = fn(o)
 			}
 		}

@@ -23,9 +23,16 @@ type VisitSource interface {
 // VisitsView is a VisitSource over a view of the visit-stats table.
 type VisitsView struct {
 	v *group.View[visitspb.FenceVisits, *visitspb.FenceVisits]
+	// t is set on a sharded replica: v's partitions here, the others at peers.
+	t table[visitspb.FenceVisits, *visitspb.FenceVisits]
 }
 
-// NewVisitsView builds the view (in memory, rebuilt at every start).
+func (v *VisitsView) shard(r *router) {
+	v.t = shardedTable[visitspb.FenceVisits, *visitspb.FenceVisits]{v.v, r}
+}
+
+// NewVisitsView builds the view; opts as for group.NewView (default: in
+// memory, rebuilt at every start).
 func NewVisitsView(cl cluster.Config, opts ...group.ViewOpt) (*VisitsView, error) {
 	v, err := group.NewView[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable, opts...)
 	if err != nil {
@@ -47,7 +54,13 @@ func (v *VisitsView) Ready() (bool, string) {
 
 // FenceVisits implements VisitSource.
 func (v *VisitsView) FenceVisits(id string) (*visitspb.FenceVisits, error) {
-	st, err := v.v.Get(id)
+	var st *visitspb.FenceVisits
+	var err error
+	if v.t != nil {
+		st, err = v.t.Get(id)
+	} else {
+		st, err = v.v.Get(id)
+	}
 	if errors.Is(err, group.ErrNotRecovered) {
 		return nil, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}

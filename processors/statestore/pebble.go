@@ -15,14 +15,24 @@ import (
 // process runs 24 partitions; a cache each would multiply it).
 const pebbleCacheBytes = 64 << 20
 
+// pebbleMemTableBytes is the default memtable size of one table.
+const pebbleMemTableBytes = 4 << 20
+
 func pebbleBuilder(dir string, cfg config) storage.Builder {
-	cache := pebble.NewCache(pebbleCacheBytes) // lives as long as the builder: one per process
+	cacheBytes, memTable := int64(pebbleCacheBytes), pebbleMemTableBytes
+	if cfg.cache > 0 {
+		cacheBytes = cfg.cache
+	}
+	if cfg.memTable > 0 {
+		memTable = cfg.memTable
+	}
+	cache := pebble.NewCache(cacheBytes) // lives as long as the builder: one per process
 	return func(topic string, partition int32) (storage.Storage, error) {
 		path := tablePath(dir, ".pebble", topic, partition)
 		h := &health{path: path, cfg: cfg}
 		db, err := openTable(path, cfg, func() (db *pebble.DB, err error) {
 			defer recoverFatal(h, &err)
-			return pebble.Open(path, pebbleOptions(cache, h))
+			return pebble.Open(path, pebbleOptions(cache, memTable, h))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("opening pebble table %s: %w", path, err)
@@ -36,10 +46,10 @@ func pebbleBuilder(dir string, cfg config) storage.Builder {
 // pebbleOptions route Pebble's corruption reports and background errors to
 // h instead of its defaults (DataCorruption calls Logger.Fatalf, a panic in
 // a compaction goroutine nothing can recover).
-func pebbleOptions(cache *pebble.Cache, h *health) *pebble.Options {
+func pebbleOptions(cache *pebble.Cache, memTable int, h *health) *pebble.Options {
 	return &pebble.Options{
 		Cache:        cache,
-		MemTableSize: 4 << 20,
+		MemTableSize: uint64(memTable),
 		Logger:       pebbleLogger{l: h.cfg.log, h: h},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {

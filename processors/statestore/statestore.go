@@ -52,6 +52,17 @@ type config struct {
 	log            *slog.Logger
 	onDamaged      func(path, movedTo string, cause error)
 	onUnwritable   func(error)
+	memTable       int   // Pebble memtable bytes per table (0: pebbleMemTableBytes)
+	cache          int64 // Pebble block cache bytes per builder (0: pebbleCacheBytes)
+}
+
+// PebbleMemory sizes Pebble's memory: memTable bytes per table (default 4
+// MB; a table holds up to two while one is flushed) and a block cache of
+// cache bytes shared by the builder's tables (default 64 MB). A view of 24
+// partitions holds 24 tables; smaller memtables keep it small, at the cost of
+// more, smaller flushes. 0 keeps a default.
+func PebbleMemory(memTable int, cache int64) Opt {
+	return func(c *config) { c.memTable, c.cache = memTable, cache }
 }
 
 // OffsetInterval is how often a changed offset is written (default 1 s; Goka
@@ -65,6 +76,9 @@ func Logger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 func (c *config) validate() error {
 	if c.offsetInterval <= 0 {
 		return fmt.Errorf("offset interval must be positive, got %v", c.offsetInterval)
+	}
+	if c.memTable < 0 || c.cache < 0 {
+		return fmt.Errorf("pebble memory must not be negative, got memtable %d, cache %d", c.memTable, c.cache)
 	}
 	return nil
 }
