@@ -131,6 +131,9 @@ type Window[A any, PA codecs.Message[A]] struct {
 	Agg PA
 	// Closed: final, the grace has passed.
 	Closed bool
+	// Removed: a session absorbed into another by a bridging record, handed
+	// over under EmitUpdates so a reader can drop it (Sessions).
+	Removed bool
 }
 
 // Mean is Sum/Count, or 0 for an empty window.

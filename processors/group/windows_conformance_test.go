@@ -58,7 +58,7 @@ type conformance struct {
 // newConformance runs a group keeping one window set per key (the whole
 // state); build registers the window kind and returns its Add. Results are
 // emitted as Triggers: Hlc the count, Lat the sum, EventTimeMs the start,
-// LastSeenMs the end (reused fields; any would do).
+// FenceId the end (reused fields; any would do).
 func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate) *conformance {
 	t.Helper()
 	h := &conformance{tt: tester.New(t)}
@@ -113,7 +113,7 @@ func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]st
 			break
 		}
 		tr := v.(*geofencepb.Trigger)
-		got[k] = append(got[k], fmt.Sprintf("[%d,%s) n=%d sum=%g", tr.GetEventTimeMs(), tr.GetFenceId(), tr.GetHlc(), tr.GetLat()))
+		got[k] = append(got[k], fmt.Sprintf("[%d,%s) n=%d sum=%g", tr.GetEventTimeMs(), tr.GetFenceId(), int64(tr.GetHlc()), tr.GetLat()))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -221,5 +221,61 @@ func TestWindowEmitUpdates(t *testing.T) {
 			recs: []rec{{"a", 2, 1}, {"a", 12, 2}, {"a", 8, 4}, {"a", 15, 8}, {"a", 9, 16}},
 			want: map[string][]string{"a": {"[0,10) n=1 sum=1", "[10,20) n=1 sum=2", "[0,10) n=2 sum=5", "[10,20) n=2 sum=10"}},
 			late: []string{"a@9"}},
+	})
+}
+
+// sessionWindows is the aggregate of NewSessions with spec; a Removed session
+// (EmitUpdates) is handed over with count -1.
+func sessionWindows(spec group.SessionSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(into, from *geofencepb.Ping) { into.Lon = max(into.Lon, from.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+				n := win.Count
+				if win.Removed {
+					n = -1
+				}
+				emit(c, win.Start, win.End, n, win.Sum)
+				return nil
+			})
+		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
+			return s.Add(c, st, at, value, func(agg *geofencepb.Ping) { agg.Lon = max(agg.Lon, value) })
+		}
+	}
+}
+
+// Sessions print as [start,end) but are [start, end], end the last record.
+func TestConformanceSessions(t *testing.T) {
+	// SessionWindows' Javadoc example, gap 5: 10, 12 and 20 are two
+	// sessions; 16 merges them into one of all four values. Grace 10 keeps
+	// [10,12] open when 20 arrives.
+	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond)), []conformanceCase{
+		{name: "Javadoc example: a bridging record merges two sessions",
+			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"A", 16, 4}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,20) n=4 sum=10"}}},
+		{name: "without the bridge, two sessions",
+			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,12) n=2 sum=3", "[20,20) n=1 sum=3"}}},
+	})
+	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 0)), []conformanceCase{
+		{name: "the gap is inclusive",
+			recs: []rec{{"A", 10, 1}, {"A", 15, 2}, {"A", 21, 4}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,15) n=2 sum=3", "[21,21) n=1 sum=4"}}},
+		{name: "a session closes once stream time is past end + gap + grace",
+			recs: []rec{{"A", 10, 1}, {"B", 15, 0}, {"A", 14, 2}, {"B", 20, 0}, {"A", 12, 4}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,14) n=2 sum=3"}, "B": {"[15,20) n=2 sum=0"}},
+			late: []string{"A@12"}},
+		{name: "another key's records close the session: a record within its gap is late",
+			recs: []rec{{"A", 10, 1}, {"B", 30, 0}, {"A", 12, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1"}, "B": {"[30,30) n=1 sum=0"}},
+			late: []string{"A@12"}},
+		{name: "a closed session is final: a record in its gap after the close starts a new one",
+			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[15,15) n=1 sum=2"}, "B": {"[16,16) n=1 sum=0"}}},
+	})
+	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond).Emitting(group.EmitUpdates)), []conformanceCase{
+		{name: "updates: every change, the absorbed sessions removed",
+			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"A", 16, 4}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,12) n=2 sum=3", "[20,20) n=1 sum=3", "[20,20) n=-1 sum=3", "[10,20) n=4 sum=10"}, "B": {"[100,100) n=1 sum=0"}}},
 	})
 }

@@ -50,20 +50,25 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 
 // detGroup emits each final window as a Trigger (Hlc the count, Lat the sum,
 // EventTimeMs the start), and counts late records.
-func detGroup(late *atomic.Int64) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
+// With sessions, the windows are sessions with a gap of 3 s and 2 s of grace.
+func detGroup(late *atomic.Int64, sessions bool) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
 	out := group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Trigger](g, topicOut)
-	w := group.NewWindows(g, "w", detSpec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli()})
-			return nil
-		})
+	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
+		return nil
+	}
+	self := func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }
+	add := group.NewWindows(g, "w", detSpec, self, emit).Add
+	if sessions {
+		add = group.NewSessions(g, "s", group.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
+	}
 	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := w.Add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, group.ErrLate) {
+		if err := add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, group.ErrLate) {
 			late.Add(1)
 		} else if err != nil {
 			return err
@@ -116,12 +121,12 @@ func (o detOutputs) diff(other detOutputs) string {
 
 // runDetTester runs the input under Goka's tester, looking for due timers
 // after every `every` records (0: only at the end).
-func runDetTester(t *testing.T, in []*geofencepb.Ping, every int) (detOutputs, int64) {
+func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, sessions bool) (detOutputs, int64) {
 	t.Helper()
 	tt := tester.New(t)
 	var late atomic.Int64
 	wall := time.Now()
-	proc, err := detGroup(&late).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := detGroup(&late, sessions).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +171,7 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 		t.Fatal(err)
 	}
 	var late atomic.Int64
-	proc, err := detGroup(&late).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(t.TempDir()), group.TimerInterval(interval))
+	proc, err := detGroup(&late, false).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(t.TempDir()), group.TimerInterval(interval))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,13 +189,13 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 // second (the processor on a broker).
 func TestWindowsDeterministic(t *testing.T) {
 	in := detInput()
-	ref, late := runDetTester(t, in, 0)
+	ref, late := runDetTester(t, in, 0, false)
 	if ref.total() < 2000 || late < 100 {
 		t.Fatalf("input too tame: %d windows, %d late records", ref.total(), late)
 	}
 	t.Logf("%d final windows, %d late records", ref.total(), late)
 	for _, every := range []int{10, 500} {
-		got, gotLate := runDetTester(t, in, every)
+		got, gotLate := runDetTester(t, in, every, false)
 		if d := ref.diff(got); d != "" || gotLate != late {
 			t.Errorf("timers every %d records: %s (late %d, want %d)", every, d, gotLate, late)
 		}
@@ -202,6 +207,22 @@ func TestWindowsDeterministic(t *testing.T) {
 		got := runDetBroker(t, in, interval, ref.total())
 		if d := ref.diff(got); d != "" {
 			t.Errorf("processor, timer interval %s: %s", interval, d)
+		}
+	}
+}
+
+// TestSessionsDeterministic: the same for session windows, on the tester.
+func TestSessionsDeterministic(t *testing.T) {
+	in := detInput()
+	ref, late := runDetTester(t, in, 0, true)
+	if ref.total() < 1000 || late < 100 {
+		t.Fatalf("input too tame: %d sessions, %d late records", ref.total(), late)
+	}
+	t.Logf("%d sessions, %d late records", ref.total(), late)
+	for _, every := range []int{10, 500} {
+		got, gotLate := runDetTester(t, in, every, true)
+		if d := ref.diff(got); d != "" || gotLate != late {
+			t.Errorf("timers every %d records: %s (late %d, want %d)", every, d, gotLate, late)
 		}
 	}
 }
