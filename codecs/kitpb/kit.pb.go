@@ -587,7 +587,11 @@ type WindowSet struct {
 	// before it is final, and a record that falls only into such windows is late.
 	ClosedMs int64 `protobuf:"varint,2,opt,name=closed_ms,json=closedMs,proto3" json:"closed_ms,omitempty"`
 	// Records refused as late.
-	Late          int64 `protobuf:"varint,3,opt,name=late,proto3" json:"late,omitempty"`
+	Late int64 `protobuf:"varint,3,opt,name=late,proto3" json:"late,omitempty"`
+	// Sliding windows only (processors/group Sliding): the records still inside
+	// a window that is open, or may yet be created, by event time; each as a
+	// window [at, at] of one record (count 1, sum its value, agg its message).
+	Records       []*Window `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -641,6 +645,13 @@ func (x *WindowSet) GetLate() int64 {
 		return x.Late
 	}
 	return 0
+}
+
+func (x *WindowSet) GetRecords() []*Window {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 // Window is one time window [start_ms, end_ms) of a WindowSet.
@@ -957,11 +968,12 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tstream_ms\x18\x03 \x01(\x03R\bstreamMs\x12\x17\n" +
-	"\awall_ms\x18\x04 \x01(\x03R\x06wallMs\"r\n" +
+	"\awall_ms\x18\x04 \x01(\x03R\x06wallMs\"\xa8\x01\n" +
 	"\tWindowSet\x124\n" +
 	"\awindows\x18\x01 \x03(\v2\x1a.fencestream.kit.v1.WindowR\awindows\x12\x1b\n" +
 	"\tclosed_ms\x18\x02 \x01(\x03R\bclosedMs\x12\x12\n" +
-	"\x04late\x18\x03 \x01(\x03R\x04late\"\x8c\x01\n" +
+	"\x04late\x18\x03 \x01(\x03R\x04late\x124\n" +
+	"\arecords\x18\x04 \x03(\v2\x1a.fencestream.kit.v1.WindowR\arecords\"\x8c\x01\n" +
 	"\x06Window\x12\x19\n" +
 	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x02 \x01(\x03R\x05endMs\x12\x14\n" +
@@ -1024,12 +1036,13 @@ var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	5,  // 4: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
 	6,  // 5: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
 	9,  // 6: fencestream.kit.v1.WindowSet.windows:type_name -> fencestream.kit.v1.Window
-	11, // 7: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	9,  // 7: fencestream.kit.v1.WindowSet.records:type_name -> fencestream.kit.v1.Window
+	11, // 8: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_kit_proto_init() }

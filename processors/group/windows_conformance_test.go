@@ -279,3 +279,45 @@ func TestConformanceSessions(t *testing.T) {
 			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,12) n=2 sum=3", "[20,20) n=1 sum=3", "[20,20) n=-1 sum=3", "[10,20) n=4 sum=10"}, "B": {"[100,100) n=1 sum=0"}}},
 	})
 }
+
+// slidingWindows is the aggregate of NewSliding with spec.
+func slidingWindows(spec group.SlidingSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+		s := group.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(acc, rec *geofencepb.Ping) { acc.Lon = max(acc.Lon, rec.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+				emit(c, win.Start, win.End, win.Count, win.Sum)
+				return nil
+			})
+		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
+			return s.Add(c, st, at, value, &geofencepb.Ping{Lon: value})
+		}
+	}
+}
+
+// Sliding windows print as [start,end) but are [start, end].
+func TestConformanceSliding(t *testing.T) {
+	// SlidingWindows' Javadoc example: time difference 5000 ms, records at
+	// 8000, 9200 and 12400 give exactly five windows.
+	javadoc := []rec{{"A", 8000, 1}, {"A", 9200, 2}, {"A", 12400, 3}, {"B", 100 * sec, 0}}
+	runConformance(t, slidingWindows(group.SlidingWindows(5*time.Second, 0)), []conformanceCase{
+		{name: "Javadoc example",
+			recs: javadoc,
+			want: map[string][]string{"A": {"[3000,8000) n=1 sum=1", "[4200,9200) n=2 sum=3", "[7400,12400) n=3 sum=6", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3"}}},
+	})
+	runConformance(t, slidingWindows(group.SlidingWindows(10*time.Millisecond, 0)), []conformanceCase{
+		{name: "closed when stream time is past end + grace; late once the window a record starts is closed",
+			// A@39's own window [29,39] is closed, but the one it starts,
+			// [40,50], is not: it joins [30,40] and starts [40,50].
+			recs: []rec{{"A", 20, 1}, {"B", 40, 0}, {"A", 25, 2}, {"A", 39, 4}, {"A", 40, 8}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,20) n=1 sum=1", "[30,40) n=2 sum=12", "[40,50) n=1 sum=8"}, "B": {"[30,40) n=1 sum=0"}},
+			late: []string{"A@25"}},
+	})
+	runConformance(t, slidingWindows(group.SlidingWindows(5*time.Second, 0).Emitting(group.EmitUpdates)), []conformanceCase{
+		{name: "updates: every window a record enters or starts, the last equal to the final",
+			recs: javadoc,
+			want: map[string][]string{
+				"A": {"[3000,8000) n=1 sum=1", "[4200,9200) n=2 sum=3", "[8001,13001) n=1 sum=2", "[7400,12400) n=3 sum=6", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3"},
+				"B": {"[95000,100000) n=1 sum=0"}}},
+	})
+}

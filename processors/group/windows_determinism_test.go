@@ -50,8 +50,9 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 
 // detGroup emits each final window as a Trigger (Hlc the count, Lat the sum,
 // EventTimeMs the start), and counts late records.
-// With sessions, the windows are sessions with a gap of 3 s and 2 s of grace.
-func detGroup(late *atomic.Int64, sessions bool) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
+// Kind "sessions": sessions with a gap of 3 s and 2 s of grace; "sliding":
+// sliding windows of 5 s with 2 s of grace; otherwise detSpec.
+func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
 	out := group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Trigger](g, topicOut)
 	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
@@ -59,9 +60,17 @@ func detGroup(late *atomic.Int64, sessions bool) *group.Group[kitpb.WindowSet, *
 		return nil
 	}
 	self := func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }
-	add := group.NewWindows(g, "w", detSpec, self, emit).Add
-	if sessions {
+	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*geofencepb.Ping)) error
+	switch kind {
+	case "sessions":
 		add = group.NewSessions(g, "s", group.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
+	case "sliding":
+		sl := group.NewSliding(g, "sl", group.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
+		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*geofencepb.Ping)) error {
+			return sl.Add(c, st, at, value, nil)
+		}
+	default:
+		add = group.NewWindows(g, "w", detSpec, self, emit).Add
 	}
 	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
 		st := c.State()
@@ -121,12 +130,12 @@ func (o detOutputs) diff(other detOutputs) string {
 
 // runDetTester runs the input under Goka's tester, looking for due timers
 // after every `every` records (0: only at the end).
-func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, sessions bool) (detOutputs, int64) {
+func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (detOutputs, int64) {
 	t.Helper()
 	tt := tester.New(t)
 	var late atomic.Int64
 	wall := time.Now()
-	proc, err := detGroup(&late, sessions).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := detGroup(&late, kind).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +180,7 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 		t.Fatal(err)
 	}
 	var late atomic.Int64
-	proc, err := detGroup(&late, false).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(t.TempDir()), group.TimerInterval(interval))
+	proc, err := detGroup(&late, "").Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(t.TempDir()), group.TimerInterval(interval))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +198,13 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 // second (the processor on a broker).
 func TestWindowsDeterministic(t *testing.T) {
 	in := detInput()
-	ref, late := runDetTester(t, in, 0, false)
+	ref, late := runDetTester(t, in, 0, "")
 	if ref.total() < 2000 || late < 100 {
 		t.Fatalf("input too tame: %d windows, %d late records", ref.total(), late)
 	}
 	t.Logf("%d final windows, %d late records", ref.total(), late)
 	for _, every := range []int{10, 500} {
-		got, gotLate := runDetTester(t, in, every, false)
+		got, gotLate := runDetTester(t, in, every, "")
 		if d := ref.diff(got); d != "" || gotLate != late {
 			t.Errorf("timers every %d records: %s (late %d, want %d)", every, d, gotLate, late)
 		}
@@ -211,18 +220,21 @@ func TestWindowsDeterministic(t *testing.T) {
 	}
 }
 
-// TestSessionsDeterministic: the same for session windows, on the tester.
-func TestSessionsDeterministic(t *testing.T) {
+// TestSessionsAndSlidingDeterministic: the same for session and sliding
+// windows, on the tester.
+func TestSessionsAndSlidingDeterministic(t *testing.T) {
 	in := detInput()
-	ref, late := runDetTester(t, in, 0, true)
-	if ref.total() < 1000 || late < 100 {
-		t.Fatalf("input too tame: %d sessions, %d late records", ref.total(), late)
-	}
-	t.Logf("%d sessions, %d late records", ref.total(), late)
-	for _, every := range []int{10, 500} {
-		got, gotLate := runDetTester(t, in, every, true)
-		if d := ref.diff(got); d != "" || gotLate != late {
-			t.Errorf("timers every %d records: %s (late %d, want %d)", every, d, gotLate, late)
+	for _, kind := range []string{"sessions", "sliding"} {
+		ref, late := runDetTester(t, in, 0, kind)
+		if ref.total() < 1000 || late < 100 {
+			t.Fatalf("%s: input too tame: %d windows, %d late records", kind, ref.total(), late)
+		}
+		t.Logf("%s: %d windows, %d late records", kind, ref.total(), late)
+		for _, every := range []int{10, 500} {
+			got, gotLate := runDetTester(t, in, every, kind)
+			if d := ref.diff(got); d != "" || gotLate != late {
+				t.Errorf("%s, timers every %d records: %s (late %d, want %d)", kind, every, d, gotLate, late)
+			}
 		}
 	}
 }
