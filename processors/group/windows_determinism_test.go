@@ -193,7 +193,7 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 }
 
 // TestWindowsDeterministic is the "Done when": the same input gives
-// byte-identical final windows whenever the timers are looked at — every 10
+// byte-identical final windows whenever the timers are looked at — every 25
 // records, every 500, only at the end (the tester), and every 10 ms and every
 // second (the processor on a broker).
 func TestWindowsDeterministic(t *testing.T) {
@@ -203,7 +203,7 @@ func TestWindowsDeterministic(t *testing.T) {
 		t.Fatalf("input too tame: %d windows, %d late records", ref.total(), late)
 	}
 	t.Logf("%d final windows, %d late records", ref.total(), late)
-	for _, every := range []int{10, 500} {
+	for _, every := range []int{25, 500} {
 		got, gotLate := runDetTester(t, in, every, "")
 		if d := ref.diff(got); d != "" || gotLate != late {
 			t.Errorf("timers every %d records: %s (late %d, want %d)", every, d, gotLate, late)
@@ -230,7 +230,7 @@ func TestSessionsAndSlidingDeterministic(t *testing.T) {
 			t.Fatalf("%s: input too tame: %d windows, %d late records", kind, ref.total(), late)
 		}
 		t.Logf("%s: %d windows, %d late records", kind, ref.total(), late)
-		for _, every := range []int{10, 500} {
+		for _, every := range []int{25, 500} {
 			got, gotLate := runDetTester(t, in, every, kind)
 			if d := ref.diff(got); d != "" || gotLate != late {
 				t.Errorf("%s, timers every %d records: %s (late %d, want %d)", kind, every, d, gotLate, late)
