@@ -30,11 +30,12 @@ import (
 // one of their windows), 2% 20 s behind (late), and a last record far ahead
 // that closes every window. Event times lie in the past, so stream time never
 // meets the wall clock.
+// Under the race detector the input is 2,000 records (the tests' bounds scale).
 func detInput() []*geofencepb.Ping {
 	r := rand.New(rand.NewPCG(19, 19))
 	now := int64(1_700_000_000_000)
 	var in []*geofencepb.Ping
-	for i := range 10_000 - 1 {
+	for i := range detRecords() - 1 {
 		now += r.Int64N(41)
 		at := now - r.Int64N(4000)
 		if r.IntN(50) == 0 {
@@ -45,6 +46,16 @@ func detInput() []*geofencepb.Ping {
 	}
 	return append(in, &geofencepb.Ping{DeviceId: "k000", DeviceTimeMs: now + time.Hour.Milliseconds()})
 }
+
+func detRecords() int {
+	if raceOn {
+		return 2_000
+	}
+	return 10_000
+}
+
+// detScale scales a bound on the 10,000-record input to detRecords.
+func detScale(n int64) int64 { return n * int64(detRecords()) / 10_000 }
 
 var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 
@@ -199,7 +210,7 @@ func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, w
 func TestWindowsDeterministic(t *testing.T) {
 	in := detInput()
 	ref, late := runDetTester(t, in, 0, "")
-	if ref.total() < 2000 || late < 100 {
+	if int64(ref.total()) < detScale(2000) || late < detScale(100) {
 		t.Fatalf("input too tame: %d windows, %d late records", ref.total(), late)
 	}
 	t.Logf("%d final windows, %d late records", ref.total(), late)
@@ -226,7 +237,7 @@ func TestSessionsAndSlidingDeterministic(t *testing.T) {
 	in := detInput()
 	for _, kind := range []string{"sessions", "sliding"} {
 		ref, late := runDetTester(t, in, 0, kind)
-		if ref.total() < 1000 || late < 100 {
+		if int64(ref.total()) < detScale(1000) || late < detScale(100) {
 			t.Fatalf("%s: input too tame: %d windows, %d late records", kind, ref.total(), late)
 		}
 		t.Logf("%s: %d windows, %d late records", kind, ref.total(), late)
