@@ -59,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runQuality(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "reset":
+		return runReset(ctx, rest, stdout, stderr)
 	}
 	return usageError(stderr, "fencectl", "unknown command %q", cmd)
 }
@@ -92,6 +94,9 @@ Commands:
   bench [--brokers B] [--pings N --devices N --rates R,... --storage S]
                       throughput (raw consumer, Goka counter, debouncer, pipeline) and
                       latency at fixed rates, as one JSON object
+  reset --group G (--to-earliest|--to-time T) [--state-dir DIR] --brokers B
+                      make a stopped group reprocess its inputs: offsets, internal
+                      topics and local state reset (refused while it has members)
   bench storage [--brokers B] [--states N,N --kinds K,K]
                       the group-table stores side by side: throughput, restart, disk, memory
 

@@ -677,7 +677,11 @@ type WindowSet struct {
 	// before it is final, and a record that falls only into such windows is late.
 	ClosedMs int64 `protobuf:"varint,2,opt,name=closed_ms,json=closedMs,proto3" json:"closed_ms,omitempty"`
 	// Records refused as late.
-	Late          int64 `protobuf:"varint,3,opt,name=late,proto3" json:"late,omitempty"`
+	Late int64 `protobuf:"varint,3,opt,name=late,proto3" json:"late,omitempty"`
+	// Sliding windows only (processors/group Sliding): the records still inside
+	// a window that is open, or may yet be created, by event time; each as a
+	// window [at, at] of one record (count 1, sum its value, agg its message).
+	Records       []*Window `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +735,13 @@ func (x *WindowSet) GetLate() int64 {
 		return x.Late
 	}
 	return 0
+}
+
+func (x *WindowSet) GetRecords() []*Window {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 // Window is one time window [start_ms, end_ms) of a WindowSet.
@@ -820,6 +831,142 @@ func (x *Window) GetClosed() bool {
 	return false
 }
 
+// JoinBuffer is the state of one windowed stream-stream join of a key
+// (processors/group StreamJoin): the records of each side whose join window
+// is still open, oldest first.
+type JoinBuffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Left  []*JoinRecord          `protobuf:"bytes,1,rep,name=left,proto3" json:"left,omitempty"`
+	Right []*JoinRecord          `protobuf:"bytes,2,rep,name=right,proto3" json:"right,omitempty"`
+	// Stream time the buffer was last advanced to.
+	ClosedMs int64 `protobuf:"varint,3,opt,name=closed_ms,json=closedMs,proto3" json:"closed_ms,omitempty"`
+	// Records refused as late.
+	Late          int64 `protobuf:"varint,4,opt,name=late,proto3" json:"late,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinBuffer) Reset() {
+	*x = JoinBuffer{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinBuffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinBuffer) ProtoMessage() {}
+
+func (x *JoinBuffer) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinBuffer.ProtoReflect.Descriptor instead.
+func (*JoinBuffer) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *JoinBuffer) GetLeft() []*JoinRecord {
+	if x != nil {
+		return x.Left
+	}
+	return nil
+}
+
+func (x *JoinBuffer) GetRight() []*JoinRecord {
+	if x != nil {
+		return x.Right
+	}
+	return nil
+}
+
+func (x *JoinBuffer) GetClosedMs() int64 {
+	if x != nil {
+		return x.ClosedMs
+	}
+	return 0
+}
+
+func (x *JoinBuffer) GetLate() int64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+// JoinRecord is one buffered record of a join side.
+type JoinRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AtMs  int64                  `protobuf:"varint,1,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	// The record, encoded with its own schema.
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// It joined at least one record of the other side.
+	Matched       bool `protobuf:"varint,3,opt,name=matched,proto3" json:"matched,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRecord) Reset() {
+	*x = JoinRecord{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRecord) ProtoMessage() {}
+
+func (x *JoinRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRecord.ProtoReflect.Descriptor instead.
+func (*JoinRecord) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *JoinRecord) GetAtMs() int64 {
+	if x != nil {
+		return x.AtMs
+	}
+	return 0
+}
+
+func (x *JoinRecord) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *JoinRecord) GetMatched() bool {
+	if x != nil {
+		return x.Matched
+	}
+	return false
+}
+
 // SeenSet remembers ids seen within a horizon of event time (processors/group
 // Dedup), oldest first, bounded.
 type SeenSet struct {
@@ -831,7 +978,7 @@ type SeenSet struct {
 
 func (x *SeenSet) Reset() {
 	*x = SeenSet{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +990,7 @@ func (x *SeenSet) String() string {
 func (*SeenSet) ProtoMessage() {}
 
 func (x *SeenSet) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[10]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1003,7 @@ func (x *SeenSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeenSet.ProtoReflect.Descriptor instead.
 func (*SeenSet) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{10}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SeenSet) GetSeen() []*Seen {
@@ -876,7 +1023,7 @@ type Seen struct {
 
 func (x *Seen) Reset() {
 	*x = Seen{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1035,7 @@ func (x *Seen) String() string {
 func (*Seen) ProtoMessage() {}
 
 func (x *Seen) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[11]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1048,7 @@ func (x *Seen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seen.ProtoReflect.Descriptor instead.
 func (*Seen) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{11}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Seen) GetId() string {
@@ -939,7 +1086,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1098,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[12]
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1111,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{12}
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HotKey) GetTopic() string {
@@ -1053,18 +1200,30 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\x06now_ms\x18\x01 \x01(\x03R\x05nowMs\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tstream_ms\x18\x03 \x01(\x03R\bstreamMs\x12\x17\n" +
-	"\awall_ms\x18\x04 \x01(\x03R\x06wallMs\"r\n" +
+	"\awall_ms\x18\x04 \x01(\x03R\x06wallMs\"\xa8\x01\n" +
 	"\tWindowSet\x124\n" +
 	"\awindows\x18\x01 \x03(\v2\x1a.fencestream.kit.v1.WindowR\awindows\x12\x1b\n" +
 	"\tclosed_ms\x18\x02 \x01(\x03R\bclosedMs\x12\x12\n" +
-	"\x04late\x18\x03 \x01(\x03R\x04late\"\x8c\x01\n" +
+	"\x04late\x18\x03 \x01(\x03R\x04late\x124\n" +
+	"\arecords\x18\x04 \x03(\v2\x1a.fencestream.kit.v1.WindowR\arecords\"\x8c\x01\n" +
 	"\x06Window\x12\x19\n" +
 	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x02 \x01(\x03R\x05endMs\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x01(\x01R\x03sum\x12\x10\n" +
 	"\x03agg\x18\x05 \x01(\fR\x03agg\x12\x16\n" +
-	"\x06closed\x18\x06 \x01(\bR\x06closed\"7\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xa7\x01\n" +
+	"\n" +
+	"JoinBuffer\x122\n" +
+	"\x04left\x18\x01 \x03(\v2\x1e.fencestream.kit.v1.JoinRecordR\x04left\x124\n" +
+	"\x05right\x18\x02 \x03(\v2\x1e.fencestream.kit.v1.JoinRecordR\x05right\x12\x1b\n" +
+	"\tclosed_ms\x18\x03 \x01(\x03R\bclosedMs\x12\x12\n" +
+	"\x04late\x18\x04 \x01(\x03R\x04late\"Q\n" +
+	"\n" +
+	"JoinRecord\x12\x13\n" +
+	"\x05at_ms\x18\x01 \x01(\x03R\x04atMs\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
+	"\amatched\x18\x03 \x01(\bR\amatched\"7\n" +
 	"\aSeenSet\x12,\n" +
 	"\x04seen\x18\x01 \x03(\v2\x18.fencestream.kit.v1.SeenR\x04seen\"+\n" +
 	"\x04Seen\x12\x0e\n" +
@@ -1096,22 +1255,24 @@ func file_fencestream_kit_v1_kit_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_kit_v1_kit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_fencestream_kit_v1_kit_proto_goTypes = []any{
-	(TimerKind)(0),    // 0: fencestream.kit.v1.TimerKind
-	(*Envelope)(nil),  // 1: fencestream.kit.v1.Envelope
-	(*Timer)(nil),     // 2: fencestream.kit.v1.Timer
-	(*Cursor)(nil),    // 3: fencestream.kit.v1.Cursor
-	(*Recorded)(nil),  // 4: fencestream.kit.v1.Recorded
-	(*Sent)(nil),      // 5: fencestream.kit.v1.Sent
-	(*Output)(nil),    // 6: fencestream.kit.v1.Output
-	(*Header)(nil),    // 7: fencestream.kit.v1.Header
-	(*Tick)(nil),      // 8: fencestream.kit.v1.Tick
-	(*WindowSet)(nil), // 9: fencestream.kit.v1.WindowSet
-	(*Window)(nil),    // 10: fencestream.kit.v1.Window
-	(*SeenSet)(nil),   // 11: fencestream.kit.v1.SeenSet
-	(*Seen)(nil),      // 12: fencestream.kit.v1.Seen
-	(*HotKey)(nil),    // 13: fencestream.kit.v1.HotKey
+	(TimerKind)(0),     // 0: fencestream.kit.v1.TimerKind
+	(*Envelope)(nil),   // 1: fencestream.kit.v1.Envelope
+	(*Timer)(nil),      // 2: fencestream.kit.v1.Timer
+	(*Cursor)(nil),     // 3: fencestream.kit.v1.Cursor
+	(*Recorded)(nil),   // 4: fencestream.kit.v1.Recorded
+	(*Sent)(nil),       // 5: fencestream.kit.v1.Sent
+	(*Output)(nil),     // 6: fencestream.kit.v1.Output
+	(*Header)(nil),     // 7: fencestream.kit.v1.Header
+	(*Tick)(nil),       // 8: fencestream.kit.v1.Tick
+	(*WindowSet)(nil),  // 9: fencestream.kit.v1.WindowSet
+	(*Window)(nil),     // 10: fencestream.kit.v1.Window
+	(*JoinBuffer)(nil), // 11: fencestream.kit.v1.JoinBuffer
+	(*JoinRecord)(nil), // 12: fencestream.kit.v1.JoinRecord
+	(*SeenSet)(nil),    // 13: fencestream.kit.v1.SeenSet
+	(*Seen)(nil),       // 14: fencestream.kit.v1.Seen
+	(*HotKey)(nil),     // 15: fencestream.kit.v1.HotKey
 }
 var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	3,  // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
@@ -1123,12 +1284,15 @@ var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	6,  // 6: fencestream.kit.v1.Sent.outputs:type_name -> fencestream.kit.v1.Output
 	7,  // 7: fencestream.kit.v1.Output.headers:type_name -> fencestream.kit.v1.Header
 	10, // 8: fencestream.kit.v1.WindowSet.windows:type_name -> fencestream.kit.v1.Window
-	12, // 9: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 9: fencestream.kit.v1.WindowSet.records:type_name -> fencestream.kit.v1.Window
+	12, // 10: fencestream.kit.v1.JoinBuffer.left:type_name -> fencestream.kit.v1.JoinRecord
+	12, // 11: fencestream.kit.v1.JoinBuffer.right:type_name -> fencestream.kit.v1.JoinRecord
+	14, // 12: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_kit_proto_init() }
@@ -1142,7 +1306,7 @@ func file_fencestream_kit_v1_kit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_kit_proto_rawDesc), len(file_fencestream_kit_v1_kit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

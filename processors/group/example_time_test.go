@@ -49,7 +49,7 @@ func Example_windows() {
 			Table: grp + "-table", Timers: timers,
 			Flows: []topology.Flow{
 				{From: enters, To: grp + "-table"}, {From: enters, To: topology.TopicDeadLetter},
-				{From: timers, To: grp + "-table"}, {From: timers, To: hourly},
+				{From: enters, To: hourly}, {From: timers, To: grp + "-table"}, {From: timers, To: hourly},
 			},
 		}},
 	}

@@ -96,3 +96,16 @@ func (c *Context[S, PS]) StreamTime() time.Time {
 // EventTime is the input's event time as its stream declares it (EventTime),
 // the due time of the timer being fired in a timer handler, or the zero time.
 func (c *Context[S, PS]) EventTime() time.Time { return c.eventTime }
+
+// raise moves partition p's stream time to ms if that is later, without
+// counting as activity: a key's state remembers a stream time the partition
+// reached before this instance started.
+func (s *streamClock) raise(p int32, ms int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.parts[p]
+	if pc == nil {
+		return // a clock is created by the first record or look, at its wall time
+	}
+	pc.watermarkMs = max(pc.watermarkMs, ms)
+}

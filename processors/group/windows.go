@@ -29,21 +29,40 @@ var ErrLate = errors.New("record is later than its windows' grace")
 // MaxWindowsPerKey bounds the windows of one window set.
 const MaxWindowsPerKey = 1024
 
+// EmitStrategy says when a window set hands its results over.
+type EmitStrategy int
+
+const (
+	// EmitFinal hands each window over once, when stream time reaches its
+	// end plus grace (Kafka Streams' suppress(untilWindowCloses) or
+	// emitStrategy onWindowClose, ksqlDB's EMIT FINAL). The default.
+	EmitFinal EmitStrategy = iota
+	// EmitUpdates hands a window over after every record that changes it,
+	// open (Kafka Streams' onWindowUpdate, ksqlDB's EMIT CHANGES): the last
+	// result of a window equals its final one, and nothing more is handed
+	// over when it closes.
+	EmitUpdates
+)
+
 // WindowSpec describes windows on event time.
 type WindowSpec struct {
 	// Size is the length of a window, [start, start+Size).
 	Size time.Duration
 	// Advance is the distance between window starts: Size for tumbling
 	// windows, less for hopping (overlapping) ones. Window starts are
-	// multiples of Advance since the Unix epoch.
+	// multiples of Advance since the Unix epoch, never before it (as in Kafka
+	// Streams: a record at 0 with size 10 and advance 5 is only in [0, 10)).
 	Advance time.Duration
 	// Grace is how long after its end, in stream time, a window still takes
-	// records; then its timer closes it and its final result is handed over.
+	// records: a record is late iff the partition's stream time at its
+	// arrival is at or past its window's end plus grace.
 	Grace time.Duration
 	// Retention is how long after its end, in stream time, a closed window is
 	// kept in the state (for views); 0 drops it when it closes. It bounds the
 	// number of windows a key keeps.
 	Retention time.Duration
+	// Emit is when results are handed over (default EmitFinal).
+	Emit EmitStrategy
 }
 
 // Tumbling is windows of size, back to back, taking records until grace after
@@ -61,6 +80,9 @@ func Hopping(size, advance, grace time.Duration) WindowSpec {
 // Retain returns s keeping closed windows for d after their end.
 func (s WindowSpec) Retain(d time.Duration) WindowSpec { s.Retention = d; return s }
 
+// Emitting returns s handing results over as e says.
+func (s WindowSpec) Emitting(e EmitStrategy) WindowSpec { s.Emit = e; return s }
+
 func (s WindowSpec) validate() error {
 	switch {
 	case s.Size < time.Millisecond || s.Advance < time.Millisecond:
@@ -69,6 +91,8 @@ func (s WindowSpec) validate() error {
 		return fmt.Errorf("window advance %s is larger than the size %s: records between windows would be lost", s.Advance, s.Size)
 	case s.Grace < 0 || s.Retention < 0:
 		return fmt.Errorf("window grace %s and retention %s must not be negative", s.Grace, s.Retention)
+	case s.Emit != EmitFinal && s.Emit != EmitUpdates:
+		return fmt.Errorf("unknown emit strategy %d", s.Emit)
 	case s.maxWindows() > MaxWindowsPerKey:
 		return fmt.Errorf("windows of %s every %s with grace %s and retention %s keep up to %d windows per key, above %d", s.Size, s.Advance, s.Grace, s.Retention, s.maxWindows(), MaxWindowsPerKey)
 	}
@@ -81,15 +105,19 @@ func (s WindowSpec) maxWindows() int {
 	return int((s.Size+s.Grace+s.Retention)/s.Advance) + 2
 }
 
-// starts returns the starts of the windows containing at, oldest first.
+// starts returns the starts of the windows containing at, oldest first:
+// multiples of Advance from max(0, at-Size+Advance) to at, as Kafka Streams'
+// TimeWindows.windowsFor. None for a time before the epoch.
 func (s WindowSpec) starts(atMs int64) []int64 {
+	if atMs < 0 {
+		return nil
+	}
 	adv, size := s.Advance.Milliseconds(), s.Size.Milliseconds()
-	last := atMs - ((atMs%adv)+adv)%adv // floor to a multiple of adv, negative times too
+	first := max(0, atMs-size+adv) / adv * adv
 	var out []int64
-	for st := last; st > atMs-size; st -= adv {
+	for st := first; st <= atMs; st += adv {
 		out = append(out, st)
 	}
-	slices.Reverse(out)
 	return out
 }
 
@@ -103,6 +131,9 @@ type Window[A any, PA codecs.Message[A]] struct {
 	Agg PA
 	// Closed: final, the grace has passed.
 	Closed bool
+	// Removed: a session absorbed into another by a bridging record, handed
+	// over under EmitUpdates so a reader can drop it (Sessions).
+	Removed bool
 }
 
 // Mean is Sum/Count, or 0 for an empty window.
@@ -116,26 +147,38 @@ func (w Window[A, PA]) Mean() float64 {
 // Windows is a windowed aggregate of each key of a group: counts, sums and an
 // optional custom aggregate of type *A per window. Its state is a
 // kitpb.WindowSet inside the application's state (so views read it, see
-// WindowsOf); stream-time timers close the windows.
+// WindowsOf); stream-time timers close the windows of keys that receive no
+// more records.
+//
+// Its results are a function of the input records in partition order only:
+// whether a record is late, and so what every final result holds, depends on
+// the partition's stream time at the record's arrival, never on when the
+// timers fire. A window is closed at the first of: a record of the key
+// arriving at a stream time at or past its end plus grace (Add closes it
+// first), or its timer firing; both hand over the same result.
 type Windows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
-	g      *Group[S, PS]
-	name   string
-	spec   WindowSpec
-	set    func(PS) *kitpb.WindowSet
-	closed func(c *Context[S, PS], st PS, w Window[A, PA]) error
-	timer  string
+	g    *Group[S, PS]
+	name string
+	spec WindowSpec
+	set  func(PS) *kitpb.WindowSet
+	emit func(c *Context[S, PS], st PS, w Window[A, PA]) error
+	// timer is the set's close timer.
+	timer string
 }
 
 // NewWindows registers a windowed aggregate named name (unique in the group)
 // on g. set returns the WindowSet field of a key's state, creating it when
 // absent (e.g. `if st.Hourly == nil { st.Hourly = &kitpb.WindowSet{} }; return
-// st.Hourly`). closed, if not nil, is called once per window when stream time
-// passes its end plus grace, in start order, with the key's state (which the
-// kit stores afterwards): emit the final result there. It runs in a timer
-// handler, so what it emits is effectively-once. The group needs timers
-// declared (topology.Processor.Timers).
-func NewWindows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, closed func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
-	w := &Windows[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, closed: closed, timer: kitTimerPrefix + "window/" + name}
+// st.Hourly`). emit, if not nil, is called with the key's state (which the kit
+// or the handler stores afterwards) to hand results over: under EmitFinal once
+// per window when it closes, in start order; under EmitUpdates after each
+// change. It runs in the record handler (Add) or a timer handler, so what it
+// emits is effectively-once; it should stamp what it writes from the window,
+// not from Context.StreamTime, which differs between the two. The group needs
+// timers declared (topology.Processor.Timers), and flows from its inputs and
+// its timer topic to what emit writes.
+func NewWindows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
+	w := &Windows[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, emit: emit, timer: kitTimerPrefix + "window/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s windows %s: %w", g.name, name, err))
 	}
@@ -143,18 +186,27 @@ func NewWindows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Gro
 	return w
 }
 
-// Add adds a record at event time at to every window containing it: Count
-// grows by one, Sum by value, and fold (if not nil) updates the custom
-// aggregate. st is the key's state, which the handler stores (SetState). A
-// record whose windows are all closed is late: ErrLate.
+// Add adds a record at event time at to every window containing it that is
+// still open at the partition's stream time: Count grows by one, Sum by value,
+// and fold (if not nil) updates the custom aggregate. st is the key's state,
+// which the handler stores (SetState). Windows of the key that stream time
+// has closed are closed (and handed over) first. A record whose windows are
+// all closed is late: counted, in no aggregate, and ErrLate returned (joined
+// with any error of handing results over).
 func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, value float64, fold func(agg PA)) error {
 	ws := w.set(st)
 	atMs := at.UnixMilli()
-	added := false
+	if atMs < 0 {
+		return fmt.Errorf("windows %s: event time %d ms is before the epoch", w.name, atMs)
+	}
+	now := streamNowFor(c, ws)
+	errs := []error{w.advance(c, st, ws, now)}
+	size, grace := w.spec.Size.Milliseconds(), w.spec.Grace.Milliseconds()
+	var changed []*kitpb.Window
 	for _, start := range w.spec.starts(atMs) {
-		end := start + w.spec.Size.Milliseconds()
-		if end+w.spec.Grace.Milliseconds() <= ws.GetClosedMs() {
-			continue // closed (or passed while the key had no window there)
+		end := start + size
+		if end+grace <= now {
+			continue // closed: stream time reached its end plus grace
 		}
 		win := findWindow(ws, start)
 		if win == nil {
@@ -163,35 +215,64 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 			slices.SortFunc(ws.Windows, func(a, b *kitpb.Window) int { return cmp.Compare(a.StartMs, b.StartMs) })
 		}
 		if win.Closed {
-			continue
+			continue // closed early by the bound (evict)
 		}
-		win.Count++
-		win.Sum += value
-		if fold != nil {
-			agg := PA(new(A))
-			if len(win.Agg) > 0 {
-				if err := protov2.Unmarshal(win.Agg, agg); err != nil {
-					return fmt.Errorf("windows %s: aggregate of window %d: %w", w.name, start, err)
-				}
-			}
-			fold(agg)
-			b, err := marshalOpts.Marshal(agg)
-			if err != nil {
-				return fmt.Errorf("windows %s: aggregate: %w", w.name, err)
-			}
-			win.Agg = b
+		if err := foldInto(win, value, fold); err != nil {
+			return fmt.Errorf("windows %s: window %d: %w", w.name, start, err)
 		}
-		added = true
+		changed = append(changed, win)
 	}
-	if !added {
+	if len(changed) == 0 {
 		ws.Late++
 		lateRecords.WithLabelValues(w.g.name, w.name).Inc()
-		return fmt.Errorf("windows %s: record at %s: %w (closed through %s)", w.name, at.UTC().Format(time.RFC3339), ErrLate, time.UnixMilli(ws.GetClosedMs()).UTC().Format(time.RFC3339))
+		errs = append(errs, fmt.Errorf("windows %s: record at %s: %w (stream time %s)", w.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
+		return errors.Join(errs...)
 	}
-	if err := w.evict(c, st, ws); err != nil {
-		return err
+	if w.spec.Emit == EmitUpdates {
+		for _, win := range changed {
+			errs = append(errs, w.handOver(c, st, win))
+		}
 	}
-	return w.arm(c, ws)
+	errs = append(errs, w.evict(c, st, ws), w.arm(c, ws))
+	return errors.Join(errs...)
+}
+
+// streamNowFor is the stream time a window set is judged at: the partition's
+// (the tick's, in a timer handler), or the set's own record of it when that is
+// later — after a restart the partition's stream time starts unknown, and the
+// set must not reopen what it closed. The partition's clock is raised to it,
+// so other keys see no earlier time than this one did.
+func streamNowFor[S any, PS codecs.Message[S]](c *Context[S, PS], ws *kitpb.WindowSet) int64 {
+	now := c.StreamTime().UnixMilli()
+	if ws.GetClosedMs() > now {
+		now = ws.GetClosedMs()
+		if c.tick == nil {
+			c.grp.clock.raise(c.Partition(), now)
+		}
+	}
+	return now
+}
+
+// foldInto adds one record to a window.
+func foldInto[A any, PA codecs.Message[A]](win *kitpb.Window, value float64, fold func(agg PA)) error {
+	win.Count++
+	win.Sum += value
+	if fold == nil {
+		return nil
+	}
+	agg := PA(new(A))
+	if len(win.Agg) > 0 {
+		if err := protov2.Unmarshal(win.Agg, agg); err != nil {
+			return fmt.Errorf("aggregate: %w", err)
+		}
+	}
+	fold(agg)
+	b, err := marshalOpts.Marshal(agg)
+	if err != nil {
+		return fmt.Errorf("aggregate: %w", err)
+	}
+	win.Agg = b
+	return nil
 }
 
 func findWindow(ws *kitpb.WindowSet, start int64) *kitpb.Window {
@@ -203,36 +284,70 @@ func findWindow(ws *kitpb.WindowSet, start int64) *kitpb.Window {
 	return nil
 }
 
-// evict keeps the set within its bound: records far ahead of stream time open
-// windows beyond what the spec needs; the oldest windows then close early
-// (their results handed over as final), and records for them become late.
+// handOver calls emit with a window's result.
+func (w *Windows[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Window) error {
+	if w.emit == nil {
+		return nil
+	}
+	res, err := windowOf[A, PA](win)
+	if err != nil {
+		return err
+	}
+	return w.emit(c, st, res)
+}
+
+// advance closes, oldest first, every open window whose end plus grace is at
+// or before stream time now, handing each over under EmitFinal, and drops
+// closed windows past their retention. The same now closes the same windows
+// whichever of Add and the timer gets there first.
+func (w *Windows[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
+	grace, keep := w.spec.Grace.Milliseconds(), w.spec.Retention.Milliseconds()
+	var errs []error
+	for _, win := range ws.Windows {
+		if win.Closed || win.EndMs+grace > now {
+			continue
+		}
+		win.Closed = true
+		if w.spec.Emit == EmitFinal {
+			errs = append(errs, w.handOver(c, st, win))
+		}
+	}
+	ws.ClosedMs = max(ws.ClosedMs, now)
+	ws.Windows = slices.DeleteFunc(ws.Windows, func(win *kitpb.Window) bool { return win.Closed && win.EndMs+keep <= now })
+	return errors.Join(errs...)
+}
+
+// evict keeps the set within its bound. Windows open at a stream time stay
+// within it; only records ahead of stream time (event times beyond the wall
+// clock, which stream time does not follow) open more. The oldest windows
+// then close early (handed over as final), and records for them become late.
 func (w *Windows[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.WindowSet) error {
 	var errs []error
 	for len(ws.Windows) > w.spec.maxWindows() {
 		win := ws.Windows[0]
 		ws.Windows = ws.Windows[1:]
 		ws.ClosedMs = max(ws.ClosedMs, win.EndMs+w.spec.Grace.Milliseconds())
-		if !win.Closed && w.closed != nil {
+		if !win.Closed {
 			win.Closed = true
-			res, err := windowOf[A, PA](win)
-			errs = append(errs, err)
-			if err == nil {
-				errs = append(errs, w.closed(c, st, res))
+			if w.spec.Emit == EmitFinal {
+				errs = append(errs, w.handOver(c, st, win))
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// arm sets the set's timer at the earliest close of its open windows.
+// arm sets the set's timer at the earliest close of its open windows, or at
+// the earliest end of retention of its closed ones.
 func (w *Windows[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) error {
 	next := int64(0)
 	for _, win := range ws.Windows {
-		if !win.Closed {
-			at := win.EndMs + w.spec.Grace.Milliseconds()
-			if next == 0 || at < next {
-				next = at
-			}
+		at := win.EndMs + w.spec.Grace.Milliseconds()
+		if win.Closed {
+			at = win.EndMs + w.spec.Retention.Milliseconds()
+		}
+		if next == 0 || at < next {
+			next = at
 		}
 	}
 	if next == 0 {
@@ -242,36 +357,16 @@ func (w *Windows[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) erro
 	return c.setTimer(w.timer, time.UnixMilli(next), StreamClock)
 }
 
-// close is the windows' timer: every open window whose end plus grace the
-// tick's stream time has passed closes, oldest first; closed windows past
-// their retention leave the state.
+// close is the windows' timer: advance to the tick's stream time.
 func (w *Windows[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
 	st := c.State()
 	if st == nil {
 		return nil
 	}
 	ws := w.set(st)
-	now := c.StreamTime().UnixMilli()
-	grace, keep := w.spec.Grace.Milliseconds(), w.spec.Retention.Milliseconds()
-	var errs []error
-	for _, win := range ws.Windows {
-		if win.Closed || win.EndMs+grace > now {
-			continue
-		}
-		win.Closed = true
-		if w.closed != nil {
-			res, err := windowOf[A, PA](win)
-			errs = append(errs, err)
-			if err == nil {
-				errs = append(errs, w.closed(c, st, res))
-			}
-		}
-	}
-	ws.ClosedMs = max(ws.ClosedMs, now)
-	ws.Windows = slices.DeleteFunc(ws.Windows, func(win *kitpb.Window) bool { return win.Closed && win.EndMs+keep <= now })
-	errs = append(errs, w.arm(c, ws))
+	err := errors.Join(w.advance(c, st, ws, streamNowFor(c, ws)), w.arm(c, ws))
 	c.SetState(st)
-	return errors.Join(errs...)
+	return err
 }
 
 func windowOf[A any, PA codecs.Message[A]](win *kitpb.Window) (Window[A, PA], error) {

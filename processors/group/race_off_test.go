@@ -1,0 +1,5 @@
+//go:build !race
+
+package group_test
+
+const raceOn = false

@@ -1,0 +1,156 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka/tester"
+
+	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
+)
+
+const topicRight = "gt-in-right"
+
+// joinTopology is the timer topology with a second, co-partitioned stream.
+func joinStreamsTopology() *topology.Topology {
+	topo := timerTopology(1)
+	topo.Topics = append(topo.Topics, topology.Topic{Name: topicRight, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete})
+	p := &topo.Processors[0]
+	p.Streams = append(p.Streams, topicRight)
+	p.Flows = append(p.Flows, topology.Flow{From: topicRight, To: topicTab}, topology.Flow{From: topicRight, To: topicOut}, topology.Flow{From: topicRight, To: topology.TopicDeadLetter})
+	return topo
+}
+
+type joinRec struct {
+	right bool
+	key   string
+	at    int64
+}
+
+// runStreamJoin joins pings of gt-in (left) and gt-in-right by key, each pair
+// emitted as "L@t|R@t" ("-" for a missing side); it returns the pairs per
+// key and the late records.
+func runStreamJoin(t *testing.T, spec group.JoinSpec, recs []joinRec, eager bool) (map[string][]string, []string) {
+	t.Helper()
+	tt := tester.New(t)
+	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
+	g := group.New[kitpb.JoinBuffer](joinStreamsTopology(), testGroup, quiet)
+	out := group.Output[kitpb.JoinBuffer, *kitpb.JoinBuffer, geofencepb.Trigger](g, topicOut)
+	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
+		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
+			ls, rs := "-", "-"
+			if l != nil {
+				ls = fmt.Sprint("L@", l.GetDeviceTimeMs())
+			}
+			if r != nil {
+				rs = fmt.Sprint("R@", r.GetDeviceTimeMs())
+			}
+			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: ls + "|" + rs})
+			return nil
+		})
+	var mu sync.Mutex
+	var late []string
+	handle := func(right bool) func(c *jctx, p *geofencepb.Ping) error {
+		return func(c *jctx, p *geofencepb.Ping) error {
+			st := c.State()
+			if st == nil {
+				st = &kitpb.JoinBuffer{}
+			}
+			add := j.AddLeft
+			if right {
+				add = j.AddRight
+			}
+			if err := add(c, st, c.EventTime(), p); errors.Is(err, group.ErrLate) {
+				mu.Lock()
+				late = append(late, fmt.Sprintf("%s@%d", c.Key(), p.GetDeviceTimeMs()))
+				mu.Unlock()
+			} else if err != nil {
+				return err
+			}
+			c.SetState(st)
+			return nil
+		}
+	}
+	at := group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
+	group.Stream(g, topicIn, handle(false), at)
+	group.Stream(g, topicRight, handle(true), at)
+	wall := time.UnixMilli(base)
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, proc.Run)
+	q := tt.NewQueueTracker(topicOut)
+	for _, r := range recs {
+		topic := topicIn
+		if r.right {
+			topic = topicRight
+		}
+		tt.Consume(topic, r.key, &geofencepb.Ping{DeviceId: r.key, DeviceTimeMs: r.at})
+		if eager {
+			fireTimers(t, tt, proc)
+		}
+	}
+	fireTimers(t, tt, proc)
+	got := map[string][]string{}
+	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
+		got[k] = append(got[k], v.(*geofencepb.Trigger).GetFenceId())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return got, late
+}
+
+// Kafka Streams' JoinWindows semantics: records join when their times
+// differ by at most the window (inclusive); a left (outer) join hands over
+// an unmatched record once its window closed; grace admits out-of-order
+// records, and later ones are late.
+func TestStreamJoin(t *testing.T) {
+	const L, R = false, true
+	flush := joinRec{L, "zz", 1000} // closes every window but its own
+	for _, tc := range []struct {
+		name string
+		kind group.JoinKind
+		recs []joinRec
+		want map[string][]string
+		late []string
+	}{
+		{name: "inner: within the difference, either order, inclusive", kind: group.InnerJoin,
+			recs: []joinRec{{L, "a", 100}, {R, "a", 95}, {R, "a", 110}, {R, "a", 111}, {L, "a", 120}, flush},
+			want: map[string][]string{"a": {"L@100|R@95", "L@100|R@110", "L@120|R@110", "L@120|R@111"}}},
+		{name: "left: an unmatched left record once its window closed", kind: group.LeftJoin,
+			recs: []joinRec{{L, "a", 100}, {L, "a", 130}, {R, "a", 125}, {R, "a", 160}, flush},
+			want: map[string][]string{"a": {"L@100|-", "L@130|R@125"}}},
+		{name: "outer: unmatched records of both sides, in time order", kind: group.OuterJoin,
+			recs: []joinRec{{R, "a", 50}, {L, "a", 100}, {R, "a", 200}, flush},
+			want: map[string][]string{"a": {"-|R@50", "L@100|-", "-|R@200"}}},
+		{name: "late: the partition's stream time closed the record's window", kind: group.InnerJoin,
+			recs: []joinRec{{L, "a", 100}, {L, "b", 200}, {R, "a", 105}, flush},
+			late: []string{"a@105"}},
+		{name: "a buffered record whose window closed joins nothing more", kind: group.LeftJoin,
+			recs: []joinRec{{L, "a", 100}, {L, "b", 116}, {R, "a", 110}, flush},
+			want: map[string][]string{"a": {"L@100|-"}, "b": {"L@116|-"}}},
+	} {
+		for _, eager := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/eager=%v", tc.name, eager), func(t *testing.T) {
+				spec := group.JoinWindows(10*time.Millisecond, 5*time.Millisecond, tc.kind)
+				got, late := runStreamJoin(t, spec, tc.recs, eager)
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("pairs\n %v\nwant\n %v", got, tc.want)
+				}
+				if strings.Join(late, ",") != strings.Join(tc.late, ",") {
+					t.Errorf("late %v, want %v", late, tc.late)
+				}
+			})
+		}
+	}
+}
