@@ -283,14 +283,14 @@ func BenchmarkStepSPRTEdge(b *testing.B) {
 	}
 }
 
-// Issue 20: a device parked 2 m outside whose every 10th fix is a multipath
+// Issue 20: a device parked 2 m outside whose every 8th fix is a multipath
 // outlier 60 m inside (reporting the normal accuracy) is never entered;
 // before censoring, each outlier weighed the per-fix clamp and they added up.
 func TestSPRTOutliersAreCensored(t *testing.T) {
 	var ss []Sample
 	for i := range 300 {
 		d := -2.0
-		if i%10 == 9 {
+		if i%8 == 7 {
 			d = 60
 		}
 		ss = append(ss, Sample{TimeMs: int64(i) * 1000, Distance: d, AccuracyM: 5})

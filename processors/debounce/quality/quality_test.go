@@ -117,9 +117,9 @@ func TestInvalidConfig(t *testing.T) {
 // vehicle on the road 5 m outside an edge ever entered. Against it, the sprt
 // detector before issue 20 falls for optimistic accuracy.
 func TestScenarioTargets(t *testing.T) {
-	devices := 300
+	devices := 200
 	if testing.Short() {
-		devices = 120
+		devices = 100
 	}
 	res, err := quality.RunScenarios(1, devices, nil)
 	if err != nil {
