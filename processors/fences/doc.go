@@ -8,6 +8,9 @@
 //   - A Catalogue is never half-loaded. [Catalogue.Apply] validates and
 //     indexes a whole batch into a new immutable [Snapshot] and publishes it
 //     with one atomic pointer swap: the batch applies whole or not at all.
+//     The index is copy-on-write: a batch of k changes to n fences copies
+//     O(k log n) of it and shares the rest with older snapshots, which it
+//     never modifies; a [Follower] start indexes the whole topic once.
 //   - Every lookup sees one consistent version. A [Snapshot] never changes
 //     after it is published; a reader that holds one sees the same fences,
 //     index and [Snapshot.Version] for as long as it holds it, and readers
