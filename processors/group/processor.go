@@ -184,7 +184,6 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.log.Info("processor starting")
 	running.Store(p, struct{}{})
 	defer running.Delete(p)
-	gokaCtx := ctx
 	if p.timers != nil && p.timers.auto {
 		// The timer driver sends ticks with a producer of its own; it stops
 		// (and flushes) after Goka has.
@@ -195,7 +194,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		go func() { defer close(done); p.driveTimers(stop) }()
 		defer func() { close(stop); <-done; p.timers.stop() }()
 	}
-	err := p.p.Run(gokaCtx)
+	err := p.p.Run(ctx)
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}
