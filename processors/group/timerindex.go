@@ -443,7 +443,12 @@ type indexedStorage struct {
 	storage.Storage
 	idx       *timerIndex
 	partition int32
-	built     *partTimers
+	// mu orders the scan and Close: Goka runs MarkRecovered in a goroutine
+	// it may stop waiting for (a rebalance), and may close the store while
+	// it runs.
+	mu     sync.Mutex
+	closed bool
+	built  *partTimers
 }
 
 func (s *indexedStorage) MarkRecovered() error {
@@ -456,6 +461,11 @@ func (s *indexedStorage) MarkRecovered() error {
 	x.mu.RUnlock()
 	if !active {
 		return nil // a hot standby or recover-ahead copy: nothing fires here
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
 	}
 	// Goka starts the partition's callbacks only after this returns, so no
 	// write of the partition's envelopes races the scan.
@@ -476,6 +486,9 @@ func (s *indexedStorage) MarkRecovered() error {
 }
 
 func (s *indexedStorage) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	if s.built != nil {
 		x := s.idx
 		x.mu.Lock()

@@ -170,14 +170,14 @@ func (c *Context[S, PS]) mutableEnvelope() *kitpb.Envelope {
 //
 // How they fire: the processor keeps, per partition, an index of its keys'
 // timers by due time, and looks every TimerInterval (wall clock) at the top of
-// it; for a key with due timers it sends a kitpb.Tick carrying the
-// partition's stream time and the wall clock to <group>-timers under the key
-// (at most TimerBatch ticks in flight per partition). The tick, not the look, decides what fires, so
-// a replay fires the same timers. Stream-time timers fire on the stream time
-// of the key's partition when the tick was sent: the highest event time the
-// instance has applied there (see EventTime), or the wall clock once the
-// partition has been idle for IdleStreamTime. An error from handle is logged
-// and counted; the timer is consumed.
+// it; for a key with due timers it sends a kitpb.Tick carrying the partition's
+// stream time and the wall clock to <group>-timers under the key (at most
+// TimerBatch ticks in flight per partition). The tick, not the look, decides
+// what fires, so a replay fires the same timers. Stream-time timers fire on the
+// stream time of the key's partition when the tick was sent: the highest event
+// time the instance has applied there (see EventTime), or the wall clock once
+// the partition has been idle for IdleStreamTime. An error from handle is
+// logged and counted; the timer is consumed.
 //
 // The group's declaration must name its timer topic (topology.Processor.Timers).
 func OnTimer[S any, PS codecs.Message[S]](g *Group[S, PS], handle func(c *Context[S, PS], t Timer) error) {
