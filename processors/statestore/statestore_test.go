@@ -165,7 +165,12 @@ func TestKilledWriterNeverOverclaims(t *testing.T) {
 				t.Fatal(err)
 			}
 			if off < 1 {
-				t.Fatalf("no offset stored after three flushes (got %d)", off)
+				entries, _ := os.ReadDir(dir)
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("no offset stored after three flushes (got %d); %s holds %v", off, dir, names)
 			}
 			// Each key's value must be at least as new as its last record up
 			// to the offset (newer is allowed: values run ahead of the offset).
