@@ -98,7 +98,7 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	d := &Debouncer{cfg: cfg, cat: cat}
 	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
-	d.triggers = group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, geofence.TopicTriggers)
+	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
 	d.group = g
 	return d, nil

@@ -56,7 +56,7 @@ func Example_windows() {
 	// 2. Handlers: the state is the window set itself.
 	type ctx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
 	g := group.New[kitpb.WindowSet](topo, grp, slog.New(slog.DiscardHandler))
-	hours := group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Occupancy](g, hourly)
+	hours := group.Output[geofencepb.Occupancy](g, hourly)
 	windows := group.NewWindows(g, "enters", group.Tumbling(time.Hour, 10*time.Minute),
 		func(st *kitpb.WindowSet) *kitpb.WindowSet { return st },
 		func(c *ctx, _ *kitpb.WindowSet, w group.Window[geofencepb.Trigger, *geofencepb.Trigger]) error {

@@ -144,7 +144,7 @@ type Out[M any, PM codecs.Message[M]] struct {
 
 // Output declares that the group emits *M values to topic and returns the
 // handle handlers emit through.
-func Output[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string) Out[M, PM] {
+func Output[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], topic string) Out[M, PM] {
 	g.outputs[topic] = true
 	g.edges = append(g.edges, goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
 	return Out[M, PM]{topic: topic, owner: g.id}

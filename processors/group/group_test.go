@@ -67,7 +67,7 @@ func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) er
 // output handle of the group being built (handles belong to one group).
 func validGroupOut(topo *topology.Topology, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
 	g := group.New[state](topo, testGroup, quiet)
-	out := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	out := group.Output[geofencepb.Trigger](g, topicOut)
 	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error { return handle(out, c, p) }, opts...)
 	return g
 }
@@ -138,7 +138,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			"declared stream without handler",
 			func() *grp {
 				g := group.New[state](topo, testGroup, nil)
-				group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+				group.Output[geofencepb.Trigger](g, topicOut)
 				return g
 			},
 			[]string{"declared stream input " + topicIn + " has no handler"},
@@ -147,7 +147,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			"undeclared output",
 			func() *grp {
 				g := validGroup(topo, ignorePing)
-				group.Output[state, *state, geofencepb.Trigger](g, "gt-elsewhere")
+				group.Output[geofencepb.Trigger](g, "gt-elsewhere")
 				return g
 			},
 			[]string{"output gt-elsewhere is not declared"},
@@ -175,7 +175,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			func() *grp {
 				g := group.New[state](topo, testGroup, nil)
 				group.Stream(g, "gt-a", ignorePing)
-				group.Output[state, *state, geofencepb.Trigger](g, "gt-b")
+				group.Output[geofencepb.Trigger](g, "gt-b")
 				return g
 			},
 			[]string{"gt-a", "gt-b", topicIn + " has no handler", topicOut + " is not registered"},

@@ -21,7 +21,7 @@ import (
 func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 	// A handle of another build of the same declaration: what a package-level
 	// handle variable assigned in a constructor turns into once New runs twice.
-	foreign := group.Output[state, *state, geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
+	foreign := group.Output[geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
 	var zero outT
 	var zeroLoop group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
 	handle := func(out outT, c *ctxT, p *geofencepb.Ping) error {
@@ -89,8 +89,8 @@ func TestUndeclaredRekeyIsRefused(t *testing.T) {
 		t.Fatalf("the declaration lists no flow to gt-by-fence, so Validate has nothing to refuse: %v", err)
 	}
 	g := group.New[state](topo, testGroup, quiet)
-	out := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
-	byFence := group.Output[state, *state, geofencepb.Trigger](g, "gt-by-fence")
+	out := group.Output[geofencepb.Trigger](g, topicOut)
+	byFence := group.Output[geofencepb.Trigger](g, "gt-by-fence")
 	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
 		if c.Key() == "rekey" {
 			byFence.Emit(c, "fence-1", &geofencepb.Trigger{DeviceId: c.Key()})

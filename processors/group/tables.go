@@ -18,7 +18,7 @@ type Joined[M any, PM codecs.Message[M]] struct {
 
 // Join declares that the group reads table (values *M) for its current key;
 // the topology declaration must list it under Joins.
-func Join[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], table string) Joined[M, PM] {
+func Join[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Joined[M, PM] {
 	g.joins[table] = true
 	g.edges = append(g.edges, goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Joined[M, PM]{table: table, owner: g.id}
@@ -45,7 +45,7 @@ type Looked[M any, PM codecs.Message[M]] struct {
 
 // Lookup declares that the group reads table (values *M) for any key; the
 // topology declaration must list it under Lookups.
-func Lookup[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], table string) Looked[M, PM] {
+func Lookup[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Looked[M, PM] {
 	g.lookups[table] = true
 	g.edges = append(g.edges, goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Looked[M, PM]{table: table, owner: g.id}

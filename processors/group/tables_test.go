@@ -34,9 +34,9 @@ func TestJoinAndLookup(t *testing.T) {
 	}
 	var joined, looked []string
 	g := group.New[state](topo, testGroup, quiet)
-	devices := group.Join[state, *state, geofencepb.DeviceState](g, "devices-table")
-	fleets := group.Lookup[state, *state, geofencepb.Occupancy](g, "fleet-table")
-	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	devices := group.Join[geofencepb.DeviceState](g, "devices-table")
+	fleets := group.Lookup[geofencepb.Occupancy](g, "fleet-table")
+	group.Output[geofencepb.Trigger](g, topicOut)
 	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
 		d, err := devices.Get(c)
 		if err != nil {
@@ -66,7 +66,7 @@ func TestJoinAndLookup(t *testing.T) {
 
 	// A join the declaration does not list is refused.
 	g2 := validGroup(testTopology(2), ignorePing)
-	group.Join[state, *state, geofencepb.DeviceState](g2, "devices-table")
+	group.Join[geofencepb.DeviceState](g2, "devices-table")
 	if _, err := g2.Graph(); err == nil || !strings.Contains(err.Error(), "joined table devices-table is not declared") {
 		t.Fatalf("undeclared join: %v", err)
 	}

@@ -48,7 +48,7 @@ func startIndexed(t *testing.T, cl cluster.Config, dir string, wall *wallClock) 
 		}
 		return nil
 	})
-	fired := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	fired := group.Output[geofencepb.Trigger](g, topicOut)
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
 		fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 		return nil

@@ -81,7 +81,7 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 		h.mu.Unlock()
 		return nil
 	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	fired := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	fired := group.Output[geofencepb.Trigger](g, topicOut)
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
 		st := c.State()
 		if st == nil {
@@ -224,7 +224,7 @@ func TestTimersAreBoundedPerKey(t *testing.T) {
 func TestTimersNeedDeclaredTopic(t *testing.T) {
 	g := group.New[state](testTopology(1), testGroup, quiet)
 	group.Stream(g, topicIn, ignorePing)
-	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	group.Output[geofencepb.Trigger](g, topicOut)
 	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "no timer topic") {
 		t.Fatalf("graph without a declared timer topic: %v", err)
@@ -271,7 +271,7 @@ func BenchmarkTimerLook(b *testing.B) {
 	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
 		return c.SetTimer("t", c.EventTime().Add(time.Hour), group.StreamClock)
 	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	group.Output[geofencepb.Trigger](g, topicOut)
 	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return time.UnixMilli(base) }))
 	if err != nil {

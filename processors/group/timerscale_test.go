@@ -70,7 +70,7 @@ func BenchmarkIdleTimersAtScale(b *testing.B) {
 		group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
 			return c.SetTimer("wall", time.UnixMilli(p.GetDeviceTimeMs()), group.WallClock)
 		})
-		fired := group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+		fired := group.Output[geofencepb.Trigger](g, topicOut)
 		group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
 			fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 			return nil

@@ -25,7 +25,7 @@ func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 		c.SetState(st)
 		return nil
 	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	group.Output[state, *state, geofencepb.Trigger](g, topicOut)
+	group.Output[geofencepb.Trigger](g, topicOut)
 	group.StateTTL(g, time.Hour)
 	wall := time.UnixMilli(base).Add(24 * time.Hour)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))

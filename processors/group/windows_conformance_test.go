@@ -63,7 +63,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 	t.Helper()
 	h := &conformance{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
-	out := group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Trigger](g, topicOut)
+	out := group.Output[geofencepb.Trigger](g, topicOut)
 	add := build(g, func(c *wsCtx, start, end time.Time, count int64, sum float64) {
 		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})
 	})

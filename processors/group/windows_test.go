@@ -43,7 +43,7 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 	t.Helper()
 	h := &windowHarness{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
-	out := group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Trigger](g, topicOut)
+	out := group.Output[geofencepb.Trigger](g, topicOut)
 	w := group.NewWindows(g, "pings", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
 		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
 			out.Emit(c, c.Key(), &geofencepb.Trigger{
@@ -178,7 +178,7 @@ func TestWindowSpecBounds(t *testing.T) {
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
 	group.NewWindows[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
 	group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
-	group.Output[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Trigger](g, topicOut)
+	group.Output[geofencepb.Trigger](g, topicOut)
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "windows per key") {
 		t.Fatalf("3600 windows per key accepted: %v", err)
 	}

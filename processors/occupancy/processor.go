@@ -110,7 +110,7 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	g := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
 	out := &outputs{}
 	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return out.handleTrigger(c, t, cfg.cat) })
-	out.hotKeys = group.Output[geofencepb.Occupancy, *geofencepb.Occupancy, kitpb.HotKey](g, topology.TopicHotKeys)
+	out.hotKeys = group.Output[kitpb.HotKey](g, topology.TopicHotKeys)
 	out.byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return out.handleLooped(c, t, cfg.limits) })
 	return g, nil
 }

@@ -67,7 +67,7 @@ func New(topo *topology.Topology, log *slog.Logger) Groups {
 	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log)
 	p := &pairing{}
 	group.Stream(v, geofence.TopicTriggers, p.pairTrigger, group.EventTime(triggerTime))
-	p.visits = group.Output[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit](v, geofence.TopicVisits)
+	p.visits = group.Output[visitspb.Visit](v, geofence.TopicVisits)
 	group.StateTTL(v, DeviceTTL)
 	return Groups{Visits: v, Stats: newStats(topo, log)}
 }

@@ -42,7 +42,7 @@ func topo() *topology.Topology {
 // UTF-8 makes its state unencodable, which stops the processor.
 func counter() *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
 	g := group.New[geofencepb.DeviceState](topo(), "hx", nil)
-	o := group.Output[geofencepb.DeviceState, *geofencepb.DeviceState, geofencepb.Trigger](g, out)
+	o := group.Output[geofencepb.Trigger](g, out)
 	group.Stream(g, in, func(c *ctxT, p *geofencepb.Ping) error {
 		st := c.State()
 		if st == nil {
