@@ -387,9 +387,13 @@ func TestFencesLoadListDelete(t *testing.T) {
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, fmt.Sprintf("\n%d fences", n))
 
+	// Keys the topic does not hold, the empty one included (a foreign
+	// producer's empty-key record can be deleted: TestFencesDeleteEmptyKey),
+	// are named and nothing is written.
 	code, out, errs = fencectl(t, "fences", "delete", "ok", "", "--brokers", addr)
-	wantCode(t, code, exitFailure, out, errs)
-	wantContains(t, errs, "key is empty", "nothing deleted")
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "nothing deleted")
+	wantContains(t, errs, `no record with key "ok"`, `no record with key ""`)
 }
 
 func produceTo(t *testing.T, addr, topic string, partitions int32, perPartition func(p int32) int) {

@@ -93,8 +93,8 @@ func TestHarness(t *testing.T) {
 		t.Errorf("a second Drain returned %v", again)
 	}
 	h.Consume(in, "", &geofencepb.Ping{DeviceId: "x"})
-	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonBadKey {
-		t.Errorf("dead letters %+v, want one bad-key", dl)
+	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonEmptyKey {
+		t.Errorf("dead letters %+v, want one empty-key", dl)
 	}
 }
 
