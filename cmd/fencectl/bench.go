@@ -18,6 +18,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(args) > 0 && args[0] == "storage" {
 		return runBenchStorage(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "scale" {
+		return runBenchScale(ctx, args[1:], stdout, stderr)
+	}
 	c := newCommand("bench", "bench [--brokers B] [--pings N --devices N --rates R,R,... --window D --storage S --flush D]",
 		`Measures, in one run, the same pre-produced fleet pings through (a) a raw franz-go
 consumer, (b) a bare Goka counter with the same storage, (c) the debouncer and (d) the
@@ -149,6 +152,40 @@ DELETED and recreated.`)
 	}
 	res, err := bench.CompareStorage(ctx, bench.StorageConfig{
 		Cluster: cl, Kinds: ks, Pings: *pings, Devices: *devices, States: ss,
+		Partitions: int32(*partitions), Progress: stderr,
+	})
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	return writeJSON(c, res, stdout, stderr)
+}
+
+func runBenchScale(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("bench scale", "bench scale [--brokers B] [--devices N --fences N --idle D --storage S]",
+		`Builds a debouncer table of --devices real envelopes (state, a cursor with its outputs and
+a pending silence timer each) and a catalogue of --fences synthetic fences, and measures in
+one run: the catalogue's load and one update, the envelopes' bytes by part, the debouncer's
+cold (empty state directory) and warm recovery with its restore throughput, disk and memory,
+its CPU and timer looks while idle for --idle, and a view's cold and warm start. Progress to
+stderr, one JSON object to stdout. With --brokers the geofencing topics and groups ON THAT
+CLUSTER ARE DELETED and recreated.`)
+	var cl cluster.Config
+	cl.ClientID = "fencectl-bench"
+	cl.RegisterFlags(c.fs)
+	devices := c.fs.Int("devices", 1_000_000, "devices in the debouncer's table")
+	nf := c.fs.Int("fences", 100_000, "synthetic fences in the catalogue")
+	idle := c.fs.Duration("idle", 3*time.Second, "how long the recovered debouncer is watched idle")
+	storage := statestore.Default
+	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
+	partitions := partitionsFlag(c.fs)
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
+		return code
+	}
+	if *devices <= 0 || *nf <= 0 || *idle <= 0 {
+		return c.usageErr(stderr, "--devices, --fences and --idle must be positive")
+	}
+	res, err := bench.Scale(ctx, bench.ScaleConfig{
+		Cluster: cl, Devices: *devices, Fences: *nf, Idle: *idle, Storage: storage,
 		Partitions: int32(*partitions), Progress: stderr,
 	})
 	if err != nil {

@@ -205,6 +205,8 @@ type env struct {
 	log     *slog.Logger
 	dirs    string
 	step    atomic.Int32 // stages start processors concurrently
+	// timerEvery, if set, overrides the processors' timer interval.
+	timerEvery time.Duration
 }
 
 func (e *env) progress(format string, args ...any) {

@@ -102,6 +102,9 @@ func (e *env) groupOpts() []group.Opt {
 	if e.cfg.Flush >= 0 {
 		opts = append(opts, group.ProducerFlush(e.cfg.Flush))
 	}
+	if e.timerEvery > 0 {
+		opts = append(opts, group.TimerInterval(e.timerEvery))
+	}
 	return opts
 }
 

@@ -15,12 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/statestore"
-	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
@@ -120,7 +117,7 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 		if err := e.reset(ctx); err != nil {
 			return nil, err
 		}
-		if err := e.produceStates(ctx, n); err != nil {
+		if _, err := e.produceStates(ctx, n); err != nil {
 			return nil, err
 		}
 		for i, kind := range sc.Kinds {
@@ -137,37 +134,39 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 	return res, nil
 }
 
-// produceStates writes n device states (two fences in progress each, about
-// the size of a busy device's state) to the debouncer's table topic.
-func (e *env) produceStates(ctx context.Context, n int) error {
-	e.progress("producing %d device states", n)
+// produceStates writes n device states to the debouncer's table topic as the
+// debouncer writes them: envelopes with a busy device's state, a cursor with
+// its outputs and a pending timer (deviceEnvelope). It returns their mean
+// size by part.
+func (e *env) produceStates(ctx context.Context, n int) (EnvelopeBytes, error) {
+	e.progress("producing %d device envelopes", n)
+	var sum EnvelopeBytes
 	if err := e.newProducer(); err != nil {
-		return err
+		return sum, err
 	}
-	enc := codecs.For[geofencepb.DeviceState]()
 	const batch = 50_000
 	for i := 0; i < n; i += batch {
 		recs := make([]*kgo.Record, 0, batch)
 		for j := i; j < min(n, i+batch); j++ {
-			dev := fmt.Sprintf("dev-%07d", j)
-			v, err := enc.Marshal(&geofencepb.DeviceState{
-				DeviceId: dev, LastHlc: uint64(j) << 16, LastEventTimeMs: 1_800_000_000_000 + int64(j), LastLat: 52.5, LastLon: 13.4,
-				Pings: 100, CatalogueVersion: 1, Partition: topology.PartitionFor(dev, e.cfg.Partitions),
-				FenceStates: []*geofencepb.FenceEntry{
-					{FenceId: "fence-a", State: &geofencepb.FenceState{Phase: geofencepb.Phase_PHASE_INSIDE, InsideSinceMs: 1_800_000_000_000}},
-					{FenceId: "fence-b", State: &geofencepb.FenceState{Phase: geofencepb.Phase_PHASE_ENTERING, CandidateSinceMs: 1_800_000_000_000, CandidateSamples: 2}},
-				},
-			})
+			dev, v, parts, err := deviceEnvelope(j, e.cfg.Partitions)
 			if err != nil {
-				return err
+				return sum, err
 			}
+			sum.Total += parts.Total
+			sum.State += parts.State
+			sum.Cursors += parts.Cursors
+			sum.Outputs += parts.Outputs
+			sum.Timers += parts.Timers
 			recs = append(recs, &kgo.Record{Topic: geofence.TopicDebouncer, Key: []byte(dev), Value: v})
 		}
 		if err := e.kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return err
+			return sum, err
 		}
 	}
-	return nil
+	if n > 0 {
+		sum = EnvelopeBytes{Total: sum.Total / n, State: sum.State / n, Cursors: sum.Cursors / n, Outputs: sum.Outputs / n, Timers: sum.Timers / n}
+	}
+	return sum, nil
 }
 
 // restart starts the debouncer on an empty state directory (cold), measures

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestBenchScaleReportsEveryFigure runs `fencectl bench scale` small on an
+// embedded broker and checks the JSON holds every figure, non-zero where a
+// real run cannot make it zero (counts and sizes exact, times only > 0).
+func TestBenchScaleReportsEveryFigure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const devices = 2000
+	var out, errb bytes.Buffer
+	if code := runBench(ctx, []string{"scale", "--devices", "2000", "--fences", "500", "--idle", "3s", "--partitions", "4"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	num := func(path ...string) float64 {
+		t.Helper()
+		var cur any = m
+		for _, p := range path {
+			obj, ok := cur.(map[string]any)
+			if !ok {
+				t.Fatalf("%v: not an object at %q", path, p)
+			}
+			if cur, ok = obj[p]; !ok {
+				t.Fatalf("%v: missing", path)
+			}
+		}
+		f, ok := cur.(float64)
+		if !ok {
+			t.Fatalf("%v = %v: not a number", path, cur)
+		}
+		return f
+	}
+	if got := num("devices"); got != devices {
+		t.Errorf("devices = %v, want %d", got, devices)
+	}
+	if got := num("catalogue", "fences"); got != 500 {
+		t.Errorf("catalogue.fences = %v, want 500", got)
+	}
+	if got := num("idle", "timers_indexed"); got != devices {
+		t.Errorf("idle.timers_indexed = %v, want %d (one pending timer per device)", got, devices)
+	}
+	// Every part of a seeded envelope is there, and they add up to less
+	// than the whole (the magic and the fields' own tags aside).
+	parts := num("envelope_bytes", "state") + num("envelope_bytes", "cursors") + num("envelope_bytes", "outputs") + num("envelope_bytes", "timers")
+	if total := num("envelope_bytes", "total"); parts > total || total > parts+8 {
+		t.Errorf("envelope parts sum to %v, total %v", parts, total)
+	}
+	for _, p := range [][]string{
+		{"cpus"}, {"partitions"}, {"produce_s"}, {"total_s"},
+		{"envelope_bytes", "state"}, {"envelope_bytes", "cursors"}, {"envelope_bytes", "outputs"}, {"envelope_bytes", "timers"},
+		{"catalogue", "load_s"}, {"catalogue", "update_s"},
+		{"recovery", "cold_s"}, {"recovery", "warm_s"}, {"recovery", "disk_mb"}, {"recovery", "restore_records_per_s"},
+		{"idle", "s"}, {"idle", "looks"}, {"idle", "cpu_cores"}, {"idle", "look_cpu_us"},
+		{"view", "cold_s"}, {"view", "warm_s"},
+	} {
+		if v := num(p...); v <= 0 {
+			t.Errorf("%v = %v, want > 0", p, v)
+		}
+	}
+	// Memory deltas can be anything on a busy heap; they need only be there.
+	num("recovery", "rss_mb")
+	num("recovery", "heap_mb")
+	num("catalogue", "heap_mb")
+	num("view", "rss_mb")
+	if got := num("idle", "keys_read"); got != 0 {
+		t.Errorf("idle.keys_read = %v: no seeded timer is due, so a look should read no key", got)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+}
