@@ -27,6 +27,10 @@ var splits = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
 })
 
+// forwarded is triggersSeen's forward counter, looked up once: it is the
+// most frequent result on a split fence's hot path.
+var forwarded = triggersSeen.WithLabelValues(Forward.String())
+
 func init() {
 	for _, r := range []Result{Applied, Duplicate, Stale, Invalid, Expired, Forward} {
 		triggersSeen.WithLabelValues(r.String()) // export zeros
@@ -154,6 +158,13 @@ func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) 
 	if err := checkAuthentic("", false, t); err != nil { // the loop topic can be written to as well
 		triggersSeen.WithLabelValues(Invalid.String()).Inc()
 		c.DeadLetter(ReasonForged, err)
+		return nil
+	}
+	if part, ok := peekForward(c.Key(), c.StateBytes(), t, lim); ok {
+		// Not this record's device and nothing to write: a hop costs a scan
+		// of the record, not its decoding.
+		forwarded.Inc()
+		out.byFence.Send(c, part, t)
 		return nil
 	}
 	occ := c.State()
