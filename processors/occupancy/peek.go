@@ -1,6 +1,7 @@
 package occupancy
 
 import (
+	"math"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -11,16 +12,18 @@ import (
 // Field numbers of geofencepb.Occupancy and Member that peekForward reads
 // (codecs/proto/fencestream/v1/geofence.proto).
 const (
-	fieldFenceID      = 1
-	fieldDevices      = 3
-	fieldMembers      = 8
-	fieldSaltBuckets  = 12
-	fieldWatermarkHLC = 13
-	fieldPrunedHLC    = 14
-	fieldNextPruneHLC = 16
-	fieldEntryKey     = 1
-	fieldEntryValue   = 2
-	fieldMemberTrigID = 3
+	fieldFenceID       = 1
+	fieldDevices       = 3
+	fieldMembers       = 8
+	fieldSaltBuckets   = 12
+	fieldWatermarkHLC  = 13
+	fieldPrunedHLC     = 14
+	fieldNextPruneHLC  = 16
+	fieldEntryKey      = 1
+	fieldEntryValue    = 2
+	fieldMemberInside  = 1
+	fieldMemberLastHLC = 2
+	fieldMemberTrigID  = 3
 )
 
 // peekForward decides from the encoded record raw (at key) whether Apply
@@ -34,6 +37,7 @@ const (
 func peekForward(key string, raw []byte, t *geofencepb.Trigger, lim Limits) (string, bool) {
 	var fence string
 	var buckets, wm, pruned, next uint64
+	earliestOut := uint64(math.MaxUint64) // the lowest last_hlc of a member outside (any entry: a lower bound)
 	device := t.GetDeviceId()
 	ok := scan(raw, func(num protowire.Number, typ protowire.Type, b []byte, v uint64) bool {
 		switch num {
@@ -46,7 +50,14 @@ func peekForward(key string, raw []byte, t *geofencepb.Trigger, lim Limits) (str
 			}
 		case fieldMembers:
 			// the record holds the device, or the entry is odd: Apply decides
-			return typ == protowire.BytesType && entryValid(b, device)
+			if typ != protowire.BytesType {
+				return false
+			}
+			out, last, ok := entryOf(b, device)
+			if ok && out {
+				earliestOut = min(earliestOut, last)
+			}
+			return ok
 		case fieldSaltBuckets, fieldWatermarkHLC, fieldPrunedHLC, fieldNextPruneHLC:
 			if typ != protowire.VarintType {
 				return false
@@ -70,21 +81,25 @@ func peekForward(key string, raw []byte, t *geofencepb.Trigger, lim Limits) (str
 	if fence == "" {
 		fence = t.GetFenceId() // as Apply sets it
 	}
-	// Apply's first Forward branch without pruning (prune scans only past
-	// next_prune_hlc): nothing in the record changes.
-	if fence != t.GetFenceId() || buckets == 0 || t.GetHlc() <= pruned ||
-		cutoff(max(wm, t.GetHlc()), lim.withDefaults()) > next {
+	// Apply's first Forward branch with nothing to prune: nothing in the
+	// record is written (prune may lower next_prune_hlc in memory, which
+	// Apply does not report and the processor does not store).
+	if fence != t.GetFenceId() || buckets == 0 || t.GetHlc() <= pruned {
+		return "", false
+	}
+	if c := cutoff(max(wm, t.GetHlc()), lim.withDefaults()); c > next && earliestOut < c {
 		return "", false
 	}
 	part := PartKey(key, &geofencepb.Occupancy{FenceId: fence, SaltBuckets: uint32(buckets)}, device)
 	return part, part != ""
 }
 
-// entryValid reports whether the encoded members entry b decodes and is not
-// device's.
-func entryValid(b []byte, device string) bool {
+// entryOf reads the encoded members entry b: whether its member is outside
+// and its last_hlc, and ok when it decodes and is not device's.
+func entryOf(b []byte, device string) (out bool, last uint64, ok bool) {
 	var id []byte
-	ok := scan(b, func(num protowire.Number, typ protowire.Type, b []byte, _ uint64) bool {
+	inside, seen := false, false
+	ok = scan(b, func(num protowire.Number, typ protowire.Type, b []byte, _ uint64) bool {
 		switch num {
 		case fieldEntryKey:
 			if typ != protowire.BytesType || !utf8.Valid(b) {
@@ -92,16 +107,27 @@ func entryValid(b []byte, device string) bool {
 			}
 			id = b // the last one wins, as in decoding
 		case fieldEntryValue:
-			if typ != protowire.BytesType {
-				return false
+			if typ != protowire.BytesType || seen {
+				return false // a repeated value merges in decoding: leave it to Apply
 			}
-			return scan(b, func(num protowire.Number, typ protowire.Type, b []byte, _ uint64) bool {
-				return num != fieldMemberTrigID || (typ == protowire.BytesType && utf8.Valid(b))
+			seen = true
+			return scan(b, func(num protowire.Number, typ protowire.Type, b []byte, v uint64) bool {
+				switch num {
+				case fieldMemberInside:
+					inside = v != 0
+					return typ == protowire.VarintType
+				case fieldMemberLastHLC:
+					last = v
+					return typ == protowire.VarintType
+				case fieldMemberTrigID:
+					return typ == protowire.BytesType && utf8.Valid(b)
+				}
+				return true
 			})
 		}
 		return true
 	})
-	return ok && string(id) != device
+	return !inside, last, ok && string(id) != device
 }
 
 // scan calls f with every field of the encoded message b (the bytes of a
@@ -110,7 +136,7 @@ func entryValid(b []byte, device string) bool {
 func scan(b []byte, f func(num protowire.Number, typ protowire.Type, b []byte, v uint64) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || !num.IsValid() { // ConsumeTag lets numbers above 2^29-1 through; decoding does not
 			return false
 		}
 		b = b[n:]
