@@ -123,6 +123,21 @@ func (c *Context[S, PS]) State() PS {
 	return st
 }
 
+// StateBytes is the key's group-table value as stored, encoded, or nil when
+// there is none, it cannot be read, or the handler set or deleted it in this
+// callback. A handler that can decide from a scan of the wire form reads it
+// instead of State, which decodes the whole value.
+func (c *Context[S, PS]) StateBytes() []byte {
+	if c.dirty || c.deleted {
+		return nil
+	}
+	env := c.envelope()
+	if !env.GetHasState() {
+		return nil
+	}
+	return env.GetState()
+}
+
 // SetState sets the key's group-table value. It is stored when the handler
 // returns.
 func (c *Context[S, PS]) SetState(st PS) {

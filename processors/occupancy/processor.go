@@ -27,10 +27,22 @@ var splits = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
 })
 
-func init() {
-	for _, r := range []Result{Applied, Duplicate, Stale, Invalid, Expired, Forward} {
-		triggersSeen.WithLabelValues(r.String()) // export zeros
+// seenBy are triggersSeen's counters by Result, looked up once (which also
+// exports zeros) rather than by label on every trigger.
+var seenBy = func() (c [len(resultNames)]prometheus.Counter) {
+	for r := range c {
+		c[r] = triggersSeen.WithLabelValues(Result(r).String())
 	}
+	return c
+}()
+
+// seen counts a trigger's result.
+func seen(r Result) {
+	if r >= 0 && int(r) < len(seenBy) {
+		seenBy[r].Inc()
+		return
+	}
+	triggersSeen.WithLabelValues(r.String()).Inc()
 }
 
 // Group is the Goka group type of the occupancy processor.
@@ -126,16 +138,16 @@ type outputs struct {
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
 func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
 	if err := validate(t); err != nil {
-		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		seen(Invalid)
 		return err
 	}
 	if err := checkAuthentic(c.Key(), true, t); err != nil {
-		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		seen(Invalid)
 		c.DeadLetter(ReasonForged, err)
 		return nil
 	}
 	if cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
-		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		seen(Invalid)
 		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
 		return nil
 	}
@@ -148,12 +160,19 @@ func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences
 // device.
 func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 	if err := validateLooped(c.Key(), t); err != nil {
-		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		seen(Invalid)
 		return err
 	}
 	if err := checkAuthentic("", false, t); err != nil { // the loop topic can be written to as well
-		triggersSeen.WithLabelValues(Invalid.String()).Inc()
+		seen(Invalid)
 		c.DeadLetter(ReasonForged, err)
+		return nil
+	}
+	if part, ok := peekForward(c.Key(), c.StateBytes(), t, lim); ok {
+		// Not this record's device and nothing to write: a hop costs a scan
+		// of the record, not its decoding.
+		seen(Forward)
+		out.byFence.Send(c, part, t)
 		return nil
 	}
 	occ := c.State()
@@ -162,7 +181,7 @@ func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) 
 	}
 	wasSplit := occ.GetSaltBuckets() > 0
 	changed, res := Apply(occ, t, lim)
-	triggersSeen.WithLabelValues(res.String()).Inc()
+	seen(res)
 	switch res {
 	case Invalid: // validateLooped passed, so only a state for another fence
 		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
