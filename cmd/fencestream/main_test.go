@@ -630,10 +630,10 @@ func TestCheckStateCluster(t *testing.T) {
 // directory).
 func TestSecondRunOnOneDataDirIsRefused(t *testing.T) {
 	data := t.TempDir()
-	p := start(t, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2", "--tiles", "none")
+	p := start(t, "--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0", "--no-sim", "--partitions", "2", "--tiles", "none")
 	p.waitOutput(t, reURL, startDeadline)
 	stateBefore, _ := os.ReadDir(filepath.Join(data, "state"))
-	second := start(t, "--data", data, "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2", "--tiles", "none", "--reset-state")
+	second := start(t, "--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0", "--no-sim", "--partitions", "2", "--tiles", "none", "--reset-state")
 	if code := second.wait(t); code == 0 {
 		t.Fatal("a second all-in-one on a live --data exited 0")
 	}
