@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // Run `go test ./codecs -run TestGolden -write-golden` once per schema version,

@@ -2,4 +2,7 @@ package codecs
 
 // Regenerate with Debian's protobuf-compiler and
 // go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-//go:generate protoc -I proto --go_out=. --go_opt=module=github.com/fencestream/fencestream/codecs proto/fencestream/v1/geofence.proto proto/fencestream/kit/v1/kit.proto proto/fencestream/visits/v1/visits.proto
+// (the version go.mod pins). The kit's own messages are generated in
+// processors/group/kitpb; an application's schema lives in its own package
+// (processors/visits/visitspb is one).
+//go:generate protoc -I proto --go_out=. --go_opt=module=github.com/fencestream/fencestream/codecs proto/fencestream/v1/geofence.proto

@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fencestream/fencestream/processors/httpguard"
+	"github.com/fencestream/fencestream/processors/group/httpguard"
 )
 
 // LogFlags holds the logging flags.

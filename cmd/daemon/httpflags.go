@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencestream/fencestream/processors/httpguard"
+	"github.com/fencestream/fencestream/processors/group/httpguard"
 )
 
 // HTTPFlags are the bounds of a binary's public HTTP server.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/bench"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 

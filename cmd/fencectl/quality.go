@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencestream/fencestream/processors/debounce/quality"
+	"github.com/fencestream/fencestream/processors/quality"
 )
 
 func runQuality(ctx context.Context, args []string, stdout, stderr io.Writer) int {

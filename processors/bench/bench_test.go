@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/bench"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // TestRunReportsEveryFigure runs the whole bench at a small size on an

@@ -7,10 +7,10 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 )
 

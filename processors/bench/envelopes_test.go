@@ -6,9 +6,9 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // TestDeviceEnvelopeIsWhatTheDebouncerWrites checks a seeded table value is

@@ -14,7 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 

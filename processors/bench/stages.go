@@ -20,8 +20,8 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/processors/occupancy"
-	"github.com/fencestream/fencestream/processors/statestore"
 	"github.com/fencestream/fencestream/topology"
 )
 

@@ -10,12 +10,12 @@ import (
 	"github.com/lovoo/goka/tester"
 	protov2 "google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 

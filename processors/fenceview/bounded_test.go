@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/fenceview"
-	"github.com/fencestream/fencestream/processors/httpguard"
+	"github.com/fencestream/fencestream/processors/group/httpguard"
 )
 
 // serveBounded serves f's handler through fenceview.Serve with opts and

@@ -12,11 +12,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/httpguard"
+	"github.com/fencestream/fencestream/processors/group/httpguard"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencestream/fencestream/processors/httpguard"
+	"github.com/fencestream/fencestream/processors/group/httpguard"
 	"github.com/fencestream/fencestream/topology"
 )
 

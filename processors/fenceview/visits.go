@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 )
 
 type fakeVisits map[string]*visitspb.FenceVisits

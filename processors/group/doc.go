@@ -19,7 +19,7 @@
 // Input is consumed at least once: after a crash, a restart or a partition
 // takeover, every input since the group's last offset commit is delivered
 // again. The kit makes that invisible downstream. A key's table value is an
-// envelope (codecs/kitpb) holding the application's state together with, per
+// envelope (processors/group/kitpb) holding the application's state together with, per
 // input partition, a cursor: the position (offset; on a stream declared
 // OrderedByHLC also the HLC and a digest of the bytes) of the last input
 // applied, the earlier inputs that can still be redelivered, and the exact

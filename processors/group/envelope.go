@@ -8,7 +8,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // envelopeMagic precedes every envelope in a group table. No protobuf message

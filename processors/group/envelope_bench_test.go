@@ -10,7 +10,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // BenchmarkStateRoundTrip puts the table-value work of one input side by side:

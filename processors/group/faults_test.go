@@ -21,7 +21,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"
 	"github.com/fencestream/fencestream/topology/embedded"

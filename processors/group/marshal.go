@@ -1,6 +1,6 @@
 package group
 
-import "github.com/fencestream/fencestream/codecs/kitpb"
+import "github.com/fencestream/fencestream/processors/group/kitpb"
 
 // MarshalEnvelope encodes e as the kit writes a group-table value (magic
 // prefix, deterministic protobuf), so benchmarks can seed a table's changelog

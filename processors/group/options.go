@@ -9,7 +9,7 @@ import (
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // Opt configures how a group's processor is built.

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"

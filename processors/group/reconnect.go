@@ -11,7 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/dirlock"
 )

@@ -11,7 +11,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // SlidingSpec describes Kafka Streams' sliding windows: windows [start, end]

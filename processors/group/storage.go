@@ -5,7 +5,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // Storage chooses the local store of the group table (default

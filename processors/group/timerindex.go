@@ -11,7 +11,7 @@ import (
 	"github.com/lovoo/goka/storage"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // The due-time index: per partition this instance processes, every key with

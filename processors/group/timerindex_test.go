@@ -16,8 +16,8 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // model is what the index must agree with: each key's timers.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 // seed writes envelopes straight into the tester's store of the table, as a

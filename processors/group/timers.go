@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 )
 

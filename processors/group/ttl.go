@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 const ttlTimer = kitTimerPrefix + "ttl"

@@ -16,7 +16,7 @@ import (
 	"github.com/lovoo/goka/tester"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"

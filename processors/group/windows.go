@@ -12,7 +12,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/kitpb"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 var lateRecords = promauto.NewCounterVec(prometheus.CounterOpts{

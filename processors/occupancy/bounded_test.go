@@ -17,11 +17,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )

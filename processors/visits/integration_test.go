@@ -13,11 +13,11 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 )
 

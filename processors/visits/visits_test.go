@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/visitspb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/processors/visits/visitspb"
 )
 
 // base is 2027-01-15 08:00 UTC; event times in the tests are offsets from it.

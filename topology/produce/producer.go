@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fencestream/fencestream/codecs"
-	pb "github.com/fencestream/fencestream/codecs/kitpb"
+	pb "github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/codecs/kitpb"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lovoo/goka/storage"
 
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // fill writes n keys and offset n, closes the table and returns its SSTs.

@@ -12,7 +12,7 @@ package visitspb
 
 import (
 	geofencepb "github.com/fencestream/fencestream/codecs/geofencepb"
-	kitpb "github.com/fencestream/fencestream/codecs/kitpb"
+	kitpb "github.com/fencestream/fencestream/processors/group/kitpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -344,7 +344,7 @@ const file_fencestream_visits_v1_visits_proto_rawDesc = "" +
 	"\x06enters\x18\x02 \x01(\v2\x1d.fencestream.kit.v1.WindowSetR\x06enters\x123\n" +
 	"\x05dwell\x18\x03 \x01(\v2\x1d.fencestream.kit.v1.WindowSetR\x05dwell\x12/\n" +
 	"\x04seen\x18\x04 \x01(\v2\x1b.fencestream.kit.v1.SeenSetR\x04seen\x124\n" +
-	"\x06recent\x18\x05 \x03(\v2\x1c.fencestream.visits.v1.VisitR\x06recentB4Z2github.com/fencestream/fencestream/codecs/visitspbb\x06proto3"
+	"\x06recent\x18\x05 \x03(\v2\x1c.fencestream.visits.v1.VisitR\x06recentB?Z=github.com/fencestream/fencestream/processors/visits/visitspbb\x06proto3"
 
 var (
 	file_fencestream_visits_v1_visits_proto_rawDescOnce sync.Once

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lovoo/goka/storage"
 
-	"github.com/fencestream/fencestream/processors/statestore"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 func open(t *testing.T, b storage.Builder) storage.Storage {

@@ -1240,7 +1240,7 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\tTimerKind\x12\x1a\n" +
 	"\x16TIMER_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TIMER_KIND_STREAM\x10\x01\x12\x13\n" +
-	"\x0fTIMER_KIND_WALL\x10\x02B1Z/github.com/fencestream/fencestream/codecs/kitpbb\x06proto3"
+	"\x0fTIMER_KIND_WALL\x10\x02B;Z9github.com/fencestream/fencestream/processors/group/kitpbb\x06proto3"
 
 var (
 	file_fencestream_kit_v1_kit_proto_rawDescOnce sync.Once

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/processors/debounce/quality"
+	"github.com/fencestream/fencestream/processors/quality"
 )
 
 // The goals of issue 13, at a small size: on devices parked within 10 m of
