@@ -3,14 +3,13 @@ package topology
 import (
 	"fmt"
 	"slices"
-	"sync"
 )
 
 // Extension is what one processor adds to a topology: the topics only it
-// declares, its processor declaration(s) and the boundaries of its re-keys. A
-// processor outside the framework registers one (Register, from its package's
-// init) and every binary that links the package sees it: fencectl topology
-// describe|check, fenceview's /v1/topology, the all-in-one runner.
+// declares, its processor declaration(s) and the boundaries of its re-keys.
+// A processor's module carries one (host.Module.Declares), and every binary
+// that links the module sees it: fencectl topology describe|check,
+// fenceview's /v1/topology, the all-in-one runner.
 type Extension struct {
 	// Name identifies the extension in errors (usually the processor's group).
 	Name       string
@@ -25,7 +24,7 @@ type Extension struct {
 // t already has only with an identical declaration (to say which topics it
 // relies on); a processor or boundary already declared is an error.
 func (t *Topology) Extend(exts ...Extension) error {
-	next := t.clone()
+	next := t.Clone()
 	for _, ext := range exts {
 		if err := next.add(ext); err != nil {
 			return err
@@ -74,7 +73,8 @@ func sameTopic(a, b Topic) bool {
 	return a.Name == b.Name && a.Key == b.Key && a.Partitions == b.Partitions && a.Cleanup == b.Cleanup && a.Salting == b.Salting
 }
 
-func (t *Topology) clone() *Topology {
+// Clone returns a copy of t that shares no slice with it.
+func (t *Topology) Clone() *Topology {
 	c := *t
 	c.Topics = slices.Clone(t.Topics)
 	c.Processors = slices.Clone(t.Processors)
@@ -91,34 +91,4 @@ func names(exts []Extension) string {
 		s += e.Name
 	}
 	return s
-}
-
-var registry struct {
-	mu   sync.Mutex
-	exts []Extension
-}
-
-// Register records ext for Compose. Call it from the init of the package that
-// defines the processor; problems surface when a binary composes its topology.
-func Register(ext Extension) {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	registry.exts = append(registry.exts, ext)
-}
-
-// Registered lists the registered extensions in registration order.
-func Registered() []Extension {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	return slices.Clone(registry.exts)
-}
-
-// Compose returns base extended with every registered extension (base itself
-// is not changed): the topology a binary declares, checks and serves.
-func Compose(base *Topology) (*Topology, error) {
-	t := base.clone()
-	if err := t.Extend(Registered()...); err != nil {
-		return nil, err
-	}
-	return t, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -13,7 +14,7 @@ import (
 
 func TestHelp(t *testing.T) {
 	var out bytes.Buffer
-	err := run([]string{"--help"}, &out)
+	err := run(context.Background(), []string{"--help"}, &out, nil)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("got %v, want flag.ErrHelp", err)
 	}
@@ -56,7 +57,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--no-such-flag"}, "flag provided but not defined", false},
 	}
 	for _, c := range cases {
-		err := run(c.args, io.Discard)
+		err := run(context.Background(), c.args, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want an error containing %q", c.args, err, c.want)
 			continue

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencestream/fencestream/cmd/daemon"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology/embedded"
 )
 
@@ -23,7 +23,7 @@ it prints its address, host:port, as the only line on stdout (use it as --broker
 logs go to stderr. Running it again with the same DIR resumes the same cluster
 (topics, offsets, groups and cluster id). It listens on 127.0.0.1 only.
 With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.`)
-	var logs daemon.LogFlags
+	var logs host.LogFlags
 	logs.Register(c.fs)
 	data := c.fs.String("data", "", "directory of the broker's log (required; created if missing)")
 	listen := c.fs.String("listen", "127.0.0.1:0", "address to listen on: 127.0.0.1:PORT (port 0: any free port)")

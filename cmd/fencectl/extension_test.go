@@ -8,9 +8,9 @@ import (
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
-// A processor registered by a package linked into the binary
-// (processors/devicestats, built on the public kit only) is described and
-// checked like the built-in ones.
+// A module linked into the binary (processors/devicestats, built on the
+// public kit only, listed in processors/modules) is described and checked
+// like the built-in processors.
 func TestRegisteredProcessorInTopology(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "describe")
 	wantCode(t, code, exitOK, out, errs)

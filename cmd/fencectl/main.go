@@ -13,11 +13,11 @@ import (
 	"io"
 	"os"
 
-	"github.com/fencestream/fencestream/cmd/daemon"
+	"github.com/fencestream/fencestream/processors/group/host"
 )
 
 func main() {
-	ctx, stop := daemon.SignalContext()
+	ctx, stop := host.SignalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

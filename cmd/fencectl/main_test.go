@@ -21,6 +21,7 @@ import (
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -205,7 +206,7 @@ func TestPartitionBadKeys(t *testing.T) {
 func TestTopologyDescribe(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "describe")
 	wantCode(t, code, 0, out, errs)
-	composed, err := topology.Compose(geofence.Topology())
+	composed, err := modules.Topology(topology.DefaultPartitions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestTopologyCheckCreatesThenMatches(t *testing.T) {
 	code, out, errs := fencectl(t, "topology", "check", "--brokers", addr)
 	wantCode(t, code, exitFailure, out, errs)
 	wantContains(t, out, `MISMATCH topic "pings" does not exist`, `MISMATCH topic "fences" does not exist`)
-	composed, err := topology.Compose(geofence.Topology())
+	composed, err := modules.Topology(topology.DefaultPartitions)
 	if err != nil {
 		t.Fatal(err)
 	}

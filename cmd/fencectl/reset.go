@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -78,7 +78,7 @@ they are reset too, and keep deduplicating by the (deterministic) ids.`)
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(*partitions))))
+	topo, err := modules.Topology(int32(*partitions))
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -44,7 +44,7 @@ func runTopologyDescribe(args []string, stdout, stderr io.Writer) int {
 	if err := checkPartitions(*partitions); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(*partitions))))
+	topo, err := modules.Topology(int32(*partitions))
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -90,7 +90,7 @@ topics are created first (existing ones are never changed).`)
 		return c.fail(stderr, err)
 	}
 	defer kc.Close()
-	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(*partitions))))
+	topo, err := modules.Topology(int32(*partitions))
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
-// A processor outside the framework (processors/devicestats imports only the
-// public kit) is linked into this test binary and nothing else changes: the
+// A module outside the framework (processors/devicestats imports only the
+// public kit) is listed in processors/modules and nothing else changes: the
 // all-in-one runner declares its topic, runs it on the simulated fleet's pings,
 // and fenceview shows it in /v1/topology and serves its route.
-func TestRegisteredProcessorRunsInTheAllInOne(t *testing.T) {
+func TestLinkedModuleRunsInTheAllInOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the pipeline")
 	}

@@ -22,11 +22,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
@@ -34,9 +34,9 @@ import (
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/statestore"
-	"github.com/fencestream/fencestream/processors/occupancy"
-	"github.com/fencestream/fencestream/processors/visits"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"
@@ -44,7 +44,7 @@ import (
 )
 
 func main() {
-	ctx, stop := daemon.SignalContext()
+	ctx, stop := host.SignalContext()
 	go func() {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the process at once
@@ -64,7 +64,7 @@ const (
 
 type options struct {
 	cl          cluster.Config
-	logs        daemon.LogFlags
+	logs        host.LogFlags
 	mapCfg      fenceview.MapConfig
 	data        string
 	brokerPort  int
@@ -79,16 +79,18 @@ type options struct {
 	noise       float64
 	seed        int64
 	progress    time.Duration
-	sweepEvery  time.Duration
+	timerEvery  time.Duration
+	mods        []host.Module // every module the binary links (processors/modules)
+	fences      *fences.Shared
 	hotStandby  bool
 	storage     statestore.Kind
 	noDemoFence bool
-	http        daemon.HTTPFlags
+	http        host.HTTPFlags
 	brokerTLS   [2]string // cert, key files of the embedded broker
 	brokerUsers []embedded.User
 }
 
-func (o *options) register(fs *flag.FlagSet) {
+func (o *options) register(fs *flag.FlagSet) error {
 	o.cl.ClientID = "fencestream"
 	o.cl.RegisterFlags(fs)
 	o.logs.Register(fs)
@@ -114,10 +116,15 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Float64Var(&o.noise, "noise", 5, "GPS noise sigma of the simulator, metres")
 	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
-	fs.DurationVar(&o.sweepEvery, "sweep-interval", 30*time.Second, "how often the debouncer closes stays of silent devices")
+	fs.DurationVar(&o.timerEvery, "timer-interval", group.DefaultTimerInterval, "how often every group looks for due timers (silence timeouts, window closes, expiries): a timer fires up to this late")
 	fs.TextVar(&o.storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
 	fs.BoolVar(&o.noDemoFence, "no-demo-fences", false, "do not load the demo fences into an empty fences topic")
+	// The modules' own flags (the debouncer's settings, occupancy's bounds):
+	// one fence catalogue for all of them, fenceview and the simulator.
+	o.fences = fences.NewShared(geofence.TopicFences)
+	o.mods = modules.All(o.fences)
+	return host.RegisterFlags(fs, o.mods...)
 }
 
 func (o *options) validate() error {
@@ -136,8 +143,11 @@ func (o *options) validate() error {
 		return fmt.Errorf("--broker-port must be a port number, got %d", o.brokerPort)
 	case o.progress <= 0:
 		return fmt.Errorf("--progress must be positive, got %v", o.progress)
-	case o.sweepEvery <= 0:
-		return fmt.Errorf("--sweep-interval must be positive, got %v", o.sweepEvery)
+	case o.timerEvery <= 0:
+		return fmt.Errorf("--timer-interval must be positive, got %v", o.timerEvery)
+	}
+	if err := host.ValidateFlags(o.mods...); err != nil {
+		return err
 	}
 	if err := o.mapCfg.Validate(); err != nil {
 		return err
@@ -169,7 +179,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fencestream", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	o.register(fs)
+	if err := o.register(fs); err != nil {
+		fmt.Fprintf(stderr, "fencestream: %v\n", err)
+		return exitFailure
+	}
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: fencestream [flags]
 
@@ -299,7 +312,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		brokerNote = "embedded, data in " + o.brokerDir()
 		log.Info("embedded broker started", "addr", strings.Join(b.Addrs(), ","), "data", b.DataDir())
 	}
-	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(int32(o.partitions))))
+	topo, err := host.Compose(modules.Base(int32(o.partitions)), o.mods...)
 	if err != nil {
 		return err
 	}
@@ -317,7 +330,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			return err
 		}
 	}
-	l, err := daemon.Listen(o.listen)
+	l, err := host.Listen(o.listen)
 	if err != nil {
 		return err
 	}
@@ -325,18 +338,22 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	printBanner(stdout, url, strings.Join(o.cl.Brokers, ","), brokerNote, o)
 
 	g, gctx := errgroup.WithContext(ctx)
-	// One fence catalogue for the debouncer, occupancy and fenceview.
-	cat := fences.New()
-	follower := fences.NewFollower(o.cl, geofence.TopicFences, cat, log.With("component", "fences"))
-	g.Go(func() error { return follower.Run(gctx) })
+	// One fence catalogue for the debouncer, occupancy, fenceview and the
+	// simulator: the first to follow it runs the follower.
+	cat, catReady, follow := o.fences.Follow(o.cl, log.With("component", "fences"))
+	if follow != nil {
+		g.Go(func() error { return follow(gctx) })
+	}
 	g.Go(func() error {
 		return fenceview.Run(gctx, fenceview.Options{
 			Cluster:        o.cl,
 			Listener:       l,
 			Partitions:     int32(o.partitions),
+			Topology:       topo,
+			Routes:         host.Routes(o.mods...),
 			NoCreateTopics: true,
 			Catalogue:      cat,
-			CatalogueReady: follower.Ready(),
+			CatalogueReady: catReady,
 			StateDir:       filepath.Join(o.stateDir(), "fenceview"), // a restart catches up
 			Log:            log.With("component", "fenceview"),
 			ServerOpts: []fenceview.Opt{
@@ -347,49 +364,18 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			HTTP: o.http.Opts(),
 		})
 	})
+	// Every linked module (processors/modules) runs with the same options.
 	g.Go(func() error {
-		return debounce.Run(gctx, o.cl, debounce.RunConfig{
-			Topology:     topo,
-			StateDir:     o.stateDir(),
-			HotStandby:   o.hotStandby,
-			RecoverAhead: o.hotStandby,
-			Group:        []group.Opt{group.Storage(o.storage)},
-			SweepEvery:   o.sweepEvery,
-			Defaults:     debounce.DefaultSettings(),
-			Log:          log.With("component", "debouncer"),
-			// Shared with fenceview.
-			Catalogue:      cat,
-			CatalogueReady: follower.Ready(),
-		})
+		return host.RunAll(gctx, host.Env{
+			Cluster: o.cl, Topology: topo, Log: log, Registerer: prometheus.DefaultRegisterer,
+			Group: []group.Opt{
+				group.StateDir(o.stateDir()), group.Storage(o.storage),
+				group.HotStandby(o.hotStandby), group.RecoverAhead(o.hotStandby),
+				group.TimerInterval(o.timerEvery), group.Registerer(prometheus.DefaultRegisterer),
+			},
+		}, o.mods...)
 	})
-	// Processors registered by packages linked into this binary run too.
-	for _, r := range group.Runners() {
-		g.Go(func() error {
-			return r.Run(gctx, group.Env{Cluster: o.cl, Topology: topo, StateDir: o.stateDir(), HotStandby: o.hotStandby, Log: log.With("component", r.Name)})
-		})
-	}
-	g.Go(func() error {
-		return occupancy.Run(gctx, o.cl, occupancy.RunConfig{
-			Topology:     topo,
-			StateDir:     o.stateDir(),
-			HotStandby:   o.hotStandby,
-			RecoverAhead: o.hotStandby,
-			Group:        []group.Opt{group.Storage(o.storage)},
-			LagEvery:     o.progress,
-			Log:          log.With("component", "occupancy"),
-			// Shared with the debouncer and fenceview.
-			Catalogue:      cat,
-			CatalogueReady: follower.Ready(),
-		})
-	})
-	g.Go(func() error {
-		return visits.Run(gctx, o.cl, visits.RunConfig{
-			Topology: topo,
-			StateDir: o.stateDir(),
-			Log:      log.With("component", "visits"),
-		})
-	})
-	sim := newSimulator(o, topo, cat, follower.Ready(), log.With("component", "simulator"))
+	sim := newSimulator(o, topo, cat, catReady, log.With("component", "simulator"))
 	if !o.noSim {
 		g.Go(func() error { return sim.run(gctx) })
 	}

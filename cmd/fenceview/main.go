@@ -24,14 +24,15 @@ import (
 	"io"
 	"os"
 
-	"github.com/fencestream/fencestream/cmd/daemon"
 	"github.com/fencestream/fencestream/processors/fenceview"
+	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 func main() {
-	ctx, stop := daemon.SignalContext()
+	ctx, stop := host.SignalContext()
 	err := run(ctx, os.Args[1:], os.Stderr)
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
@@ -48,9 +49,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var (
 		cl       cluster.Config
-		logFlags daemon.LogFlags
+		logFlags host.LogFlags
 		mapCfg   fenceview.MapConfig
-		httpf    daemon.HTTPFlags
+		httpf    host.HTTPFlags
 	)
 	cl.RegisterFlags(fs)
 	logFlags.Register(fs)
@@ -93,11 +94,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	l, err := daemon.Listen(*listen)
+	l, err := host.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	mods := modules.All(nil)
+	topo, err := host.Compose(modules.Base(int32(*partitions)), mods...)
 	if err != nil {
 		return err
 	}
 	return fenceview.Run(ctx, fenceview.Options{
+		Topology:       topo,
+		Routes:         host.Routes(mods...),
 		Cluster:        cl,
 		Listener:       l,
 		Partitions:     int32(*partitions),

@@ -14,7 +14,7 @@ import (
 
 func TestHelpAndFlagErrors(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
+	if err := run(context.Background(), []string{"--help"}, &out, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v, want flag.ErrHelp", err)
 	}
 	for _, f := range []string{"brokers", "state-dir", "timer-interval", "storage", "metrics-addr"} {
@@ -31,7 +31,7 @@ func TestHelpAndFlagErrors(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--timer-interval", "-1s"}, "--timer-interval must not be negative"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "stray"}, "unexpected arguments"},
 	} {
-		err := run(context.Background(), tc.args, &bytes.Buffer{})
+		err := run(context.Background(), tc.args, &bytes.Buffer{}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
 		}
@@ -49,7 +49,7 @@ func TestRunAndShutdown(t *testing.T) {
 	logs := &embeddedtest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--brokers", brokers, "--state-dir", t.TempDir(), "--partitions", "6", "--metrics-addr", ""}, logs)
+		done <- run(ctx, []string{"--brokers", brokers, "--state-dir", t.TempDir(), "--partitions", "6", "--metrics-addr", ""}, logs, nil)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(logs.String(), "visits ready") {

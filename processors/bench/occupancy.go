@@ -13,6 +13,7 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -82,10 +83,10 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		errc <- occupancy.Run(ctx, e.cl, occupancy.RunConfig{
-			Topology: e.topo, StateDir: e.stateDir("occupancy-alone"), LagEvery: -1, Log: e.log, Group: e.groupOpts(),
+		errc <- occupancy.Run(ctx, host.Env{
+			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(e.stateDir("occupancy-alone"))}, e.groupOpts()...),
 			Started: func(p *group.Processor) { occP.Store(p) },
-		})
+		}, occupancy.WithLagInterval(0))
 	}()
 	defer func() { cancel(); <-done }()
 	var t timer

@@ -18,8 +18,10 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
@@ -175,24 +177,21 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, errc: make(chan error, 2)}
-	ready := make(chan struct{})
-	close(ready)
 	var debP, occP atomic.Pointer[group.Processor]
 	r.wg.Go(func() error {
-		err := debounce.Run(ctx, e.cl, debounce.RunConfig{
-			Topology: e.topo, StateDir: stateDir("debouncer"), Defaults: debounce.DefaultSettings(),
-			Log: e.log, Catalogue: e.cat, CatalogueReady: ready, Group: e.groupOpts(),
+		err := debounce.Run(ctx, host.Env{
+			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("debouncer"))}, e.groupOpts()...),
 			Started: func(p *group.Processor) { debP.Store(p) },
-		})
+		}, debounce.WithFences(fences.Loaded(e.cat)))
 		r.errc <- err
 		return err
 	})
 	if withOccupancy {
 		r.wg.Go(func() error {
-			err := occupancy.Run(ctx, e.cl, occupancy.RunConfig{
-				Topology: e.topo, StateDir: stateDir("occupancy"), LagEvery: -1, Log: e.log, Group: e.groupOpts(),
+			err := occupancy.Run(ctx, host.Env{
+				Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("occupancy"))}, e.groupOpts()...),
 				Started: func(p *group.Processor) { occP.Store(p) },
-			})
+			}, occupancy.WithFences(fences.Loaded(e.cat)), occupancy.WithLagInterval(0))
 			r.errc <- err
 			return err
 		})

@@ -56,7 +56,18 @@ type config struct {
 	log          *slog.Logger
 	now          func() time.Time
 	maxAccuracyM float64
+	fences       *fences.Shared // Module and Run only
 }
+
+// defaultConfig is every default of the debouncer's options, in one place.
+func defaultConfig() config {
+	return config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM}
+}
+
+// WithFences makes Module and Run take the fence catalogue from s (shared
+// with the binary's other modules) instead of following the fences topic
+// themselves (default: a catalogue of their own). New ignores it.
+func WithFences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
 
 // WithMaxAccuracy sets the largest accuracy radius (metres) a ping may state;
 // a vaguer one is dead-lettered as implausible (default DefaultMaxAccuracyM).
@@ -85,7 +96,7 @@ type Debouncer struct {
 // New defines the debouncer over topo's "debouncer" declaration, reading fences
 // from cat.
 func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debouncer, error) {
-	cfg := config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM}
+	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}

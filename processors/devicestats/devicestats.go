@@ -8,9 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -40,12 +40,17 @@ var Extension = topology.Extension{
 	}},
 }
 
-func init() {
-	topology.Register(Extension)
-	group.RegisterRunner(group.Runner{Name: Group, Run: func(ctx context.Context, env group.Env) error {
-		return New(env.Topology, env.Log).Run(ctx, env.Cluster, env.Opts()...)
-	}})
-	fenceview.RegisterViewRoute(Route, Table, serve)
+// Module is the processor as binaries host it: its declaration, its group
+// and its route.
+func Module() host.Module {
+	return host.Define(host.Module{
+		Name:     Group,
+		Declares: Extension,
+		Run: func(ctx context.Context, env host.Env) error {
+			return New(env.Topology, env.Log).Run(ctx, env.Cluster, append(env.Group, group.OnReady(env.Started))...)
+		},
+		Routes: []host.Route{host.ViewRoute(Route, Table, serve)},
+	})
 }
 
 type (
@@ -54,7 +59,7 @@ type (
 )
 
 // New defines the group over topo's declaration (which must include
-// Extension: topology.Compose does that).
+// Extension: host.Compose with Module does that).
 func New(topo *topology.Topology, log *slog.Logger) *group.Group[state, *state] {
 	g := group.New[state](topo, Group, log)
 	group.Stream(g, geofence.TopicPings, func(c *ctxT, _ *geofencepb.Ping) error {
@@ -73,12 +78,12 @@ func serve(v *group.View[state, *state], w http.ResponseWriter, r *http.Request)
 	device := r.PathValue("device")
 	n, err := v.Get(device)
 	if err != nil {
-		fenceview.WriteError(w, http.StatusServiceUnavailable, err.Error())
+		host.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if n == nil {
-		fenceview.WriteError(w, http.StatusNotFound, "no pings from device "+device)
+		host.WriteError(w, http.StatusNotFound, "no pings from device "+device)
 		return
 	}
-	fenceview.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": n.GetValue()})
+	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": n.GetValue()})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/occupancy"
 )
 
@@ -76,7 +77,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	done := make(chan error, 2)
 	go func() { done <- dproc.Run(pctx) }()
 	go func() {
-		done <- occupancy.Run(pctx, cl, occupancy.RunConfig{Topology: topo, StateDir: t.TempDir(), LagEvery: -1, Log: quiet})
+		done <- occupancy.Run(pctx, host.Env{Cluster: cl, Topology: topo, Log: quiet, Group: []group.Opt{group.StateDir(t.TempDir())}}, occupancy.WithLagInterval(0))
 	}()
 	t.Cleanup(func() {
 		pcancel()

@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/httpguard"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
@@ -55,10 +56,17 @@ type Options struct {
 	// from the stored offsets instead of rebuilding (default: in memory,
 	// rebuilt at every start).
 	StateDir string
+	// Topology is the binary's composed topology (host.Compose): what start-up
+	// checks on the broker and /v1/topology shows (default: the geofencing
+	// topology at Partitions).
+	Topology *topology.Topology
+	// Routes are the routes of the modules the binary links (host.Routes),
+	// served beside fenceview's own, each from its own view.
+	Routes []host.Route
 	// Shard, when set, makes this replica hold only Shard.Partitions of the
 	// debouncer, occupancy and visit tables (the kit's partial views) and read
 	// every other partition from the peer holding it (default: nil, Goka views
-	// of every partition). Views of registered routes stay whole.
+	// of every partition). Views of module routes stay whole.
 	Shard *Shard
 }
 
@@ -116,11 +124,11 @@ func Run(ctx context.Context, o Options) error {
 		o.Cluster.ClientID = "fenceview"
 	}
 	log := o.Log
-	// The composed topology: processors registered in this binary show in
+	// The composed topology: the linked modules' processors show in
 	// /v1/topology and their topics are checked too.
-	topo, err := topology.Compose(geofence.Topology(geofence.WithPartitions(o.Partitions)))
-	if err != nil {
-		return fmt.Errorf("fenceview: %w", err)
+	topo := o.Topology
+	if topo == nil {
+		topo = geofence.Topology(geofence.WithPartitions(o.Partitions))
 	}
 	if _, err := group.CheckBroker(ctx, o.Cluster, topo, !o.NoCreateTopics); err != nil {
 		return fmt.Errorf("fenceview: %w", err)
@@ -145,6 +153,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	var rt *router
 	if o.Shard != nil {
+		var err error
 		if rt, err = newRouter(o.Shard, o.Partitions, &http.Client{}); err != nil {
 			return fmt.Errorf("fenceview: %w", err)
 		}
@@ -159,13 +168,15 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("fenceview: %w", err)
 	}
 	var extra []Opt
-	for _, r := range registeredRoutes() {
-		b, err := r.build(o.Cluster, routeOpts...)
+	for _, r := range o.Routes {
+		h, run, err := r.Build(host.RouteEnv{Cluster: o.Cluster, View: routeOpts, Log: log})
 		if err != nil {
-			return fmt.Errorf("fenceview: route %s: %w", r.pattern, err)
+			return fmt.Errorf("fenceview: route %s: %w", r.Pattern, err)
 		}
-		extra = append(extra, WithRoute(r.pattern, b.handler))
-		g.Go(func() error { return b.run(ctx) })
+		extra = append(extra, WithRoute(r.Pattern, h))
+		if run != nil {
+			g.Go(func() error { return run(ctx) })
+		}
 	}
 	visitsView, err := NewVisitsView(o.Cluster, vopts...)
 	if err != nil {

@@ -1,15 +1,15 @@
 package fenceview
 
 import (
-	"bytes"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/fencestream/fencestream/processors/group/host"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -252,34 +252,12 @@ func (s *Server) sourceError(w http.ResponseWriter, r *http.Request, err error) 
 	writeError(w, http.StatusInternalServerError, err.Error())
 }
 
-// ErrorBody is the body of every error response.
-type ErrorBody struct {
-	Error  string `json:"error"`
-	Status int    `json:"status"`
-	// Reason is set on 503: what the service is waiting for.
-	Reason string `json:"reason,omitempty"`
-}
+// ErrorBody is the body of every error response (the kit's, so that
+// modules' routes answer alike).
+type ErrorBody = host.ErrorBody
 
-func writeNotReady(w http.ResponseWriter, reason string) {
-	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "not ready: " + reason, Status: http.StatusServiceUnavailable, Reason: reason})
-}
+func writeNotReady(w http.ResponseWriter, reason string) { host.WriteNotReady(w, reason) }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, ErrorBody{Error: msg, Status: status})
-}
+func writeError(w http.ResponseWriter, status int, msg string) { host.WriteError(w, status, msg) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // JSON for programs; the page inserts text with textContent
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		_ = enc.Encode(ErrorBody{Error: "encoding response: " + err.Error(), Status: status})
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { host.WriteJSON(w, status, v) }

@@ -58,6 +58,14 @@ type config struct {
 	limits Limits
 	log    *slog.Logger
 	cat    *fences.Catalogue
+	// Module and Run only (module.go).
+	fences   *fences.Shared
+	lagEvery time.Duration
+}
+
+// defaultConfig is every default of occupancy's options, in one place.
+func defaultConfig() config {
+	return config{limits: Limits{}.withDefaults(), log: slog.Default(), lagEvery: DefaultLagInterval}
 }
 
 // ReasonUnknownFence is the dead-letter reason of a trigger for a fence the
@@ -109,7 +117,7 @@ func (c *config) validate() error {
 // applies them to the fence's Occupancy in occupancy-table. Invalid triggers go
 // to the dead-letter topic. Build the processor with Group.Processor.
 func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
-	cfg := config{limits: Limits{}.withDefaults(), log: slog.Default()}
+	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
@@ -31,8 +33,10 @@ func startVisits(t *testing.T, cl cluster.Config, topo *topology.Topology, dir s
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- visits.Run(ctx, cl, visits.RunConfig{Topology: topo, StateDir: dir, TimerEvery: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler),
-			Started: func(_, _ *group.Processor) { close(ready) }})
+		var once sync.Once
+		done <- visits.Run(ctx, host.Env{Cluster: cl, Topology: topo, Log: slog.New(slog.DiscardHandler),
+			Group:   []group.Opt{group.StateDir(dir), group.TimerInterval(100 * time.Millisecond)},
+			Started: func(*group.Processor) { once.Do(func() { close(ready) }) }})
 	}()
 	select {
 	case <-ready:

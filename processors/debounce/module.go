@@ -1,0 +1,117 @@
+package debounce
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/host"
+)
+
+// Name is the debouncer module's name.
+const Name = "debouncer"
+
+// Module is the debouncer as binaries host it. Its flags set the debounce
+// settings of fences that do not override them (defaults: opts, else
+// DefaultSettings) and the accuracy bound; its Run is Run. The group is
+// declared by the geofencing topology, so the module declares nothing.
+func Module(opts ...Opt) host.Module {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &cfg.defaults
+	return host.Define(host.Module{
+		Name: Name,
+		Flags: func(fs *flag.FlagSet) {
+			fs.Float64Var(&cfg.maxAccuracyM, "max-accuracy-m", cfg.maxAccuracyM, "largest accuracy radius (metres) a ping may state; vaguer pings, and pings with a non-finite speed or heading, are dead-lettered as implausible")
+			fs.IntVar(&s.MinSamples, "min-samples", s.MinSamples, "consecutive samples that confirm a transition (fences may override)")
+			fs.DurationVar(&s.MinDwell, "min-dwell", s.MinDwell, "event time a transition must last to be confirmed")
+			fs.Float64Var(&s.Hysteresis, "hysteresis", s.Hysteresis, "metres outside the edge a device must be to exit")
+			fs.DurationVar(&s.Loiter, "loiter", s.Loiter, "time inside before DWELL fires")
+			fs.DurationVar(&s.SilenceTimeout, "silence-timeout", s.SilenceTimeout, "silence while inside before an EXIT with reason TIMEOUT")
+			fs.Func("detector", "rule that confirms transitions: sprt (sequential evidence) or strict (whole accuracy circle on the new side); fences may override (default "+s.Detector.String()+")", func(v string) (err error) {
+				s.Detector, err = ParseDetector(v)
+				return err
+			})
+			fs.Float64Var(&s.FalseAlarm, "false-alarm", s.FalseAlarm, "sprt: false-alarm probability of one test for a device 2.5 m from the edge; sets the threshold")
+			fs.Float64Var(&s.AccuracyFloorM, "accuracy-floor", s.AccuracyFloorM, "sprt: least noise σ (metres) a fix is believed to have, whatever accuracy it reports")
+			fs.Float64Var(&s.AccuracyScale, "accuracy-scale", s.AccuracyScale, "sprt: σ = this × reported accuracy above the floor (above 1 for receivers that under-report)")
+			fs.Float64Var(&s.ClipSigmas, "clip-sigmas", s.ClipSigmas, "sprt: a fix counts at most as one this many σ from the edge (outlier censoring; 0 off)")
+			fs.Float64Var(&s.MaxSpeedMS, "max-speed", s.MaxSpeedMS, "sprt: m/s beyond which a jump from the previous fix makes a fix no evidence (0 off)")
+		},
+		Validate: func() error {
+			if !(cfg.maxAccuracyM > 0) {
+				return fmt.Errorf("--max-accuracy-m must be positive, got %v", cfg.maxAccuracyM)
+			}
+			return s.Validate()
+		},
+		Run: func(ctx context.Context, env host.Env) error {
+			return Run(ctx, env, WithDefaults(*s), WithMaxAccuracy(cfg.maxAccuracyM), WithFences(cfg.fences), WithClock(cfg.now))
+		},
+	})
+}
+
+// Run follows the fence catalogue (or shares WithFences'), waits until it
+// has caught up (a debouncer with a half-loaded catalogue would close every
+// stay with FENCE_DELETED), then runs the processor (whose timers close silent
+// devices) until ctx ends. The group takes env.Group's options.
+func Run(ctx context.Context, env host.Env, opts ...Opt) error {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	shared := cfg.fences
+	if shared == nil {
+		shared = fences.NewShared(geofence.TopicFences)
+	}
+	cat, ready, follow := shared.Follow(env.Cluster, log)
+	d, err := New(env.Topology, cat, append(opts, WithLogger(log))...)
+	if err != nil {
+		return err
+	}
+	// Topics must exist before the follower reads the fences topic:
+	// Processor checks (and creates) them.
+	proc, err := d.Group().Processor(ctx, env.Cluster, append(env.Group, d.ProcessorOpts()...)...)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if follow != nil {
+		g.Go(func() error { return follow(ctx) })
+	}
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ready:
+		}
+		log.Info("fence catalogue loaded", "fences", cat.Snapshot().Len(), "version", cat.Snapshot().Version())
+		return proc.Run(ctx)
+	})
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ready:
+		}
+		if err := proc.WaitForReadyContext(ctx); err != nil {
+			return nil // ctx ended or the processor failed; its own goroutine reports that
+		}
+		log.Info("debouncer ready")
+		if env.Started != nil {
+			env.Started(proc)
+		}
+		return nil
+	})
+	return g.Wait()
+}

@@ -1,0 +1,120 @@
+package occupancy
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/host"
+)
+
+// Name is the occupancy module's name.
+const Name = "occupancy"
+
+// DefaultLagInterval is how often the lag behind fence-triggers is measured.
+const DefaultLagInterval = 10 * time.Second
+
+// WithFences makes Module and Run take the fence catalogue from s (shared
+// with the binary's other modules) instead of following the fences topic
+// themselves (default: a catalogue of their own). New ignores it: give it
+// WithCatalogue.
+func WithFences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
+
+// WithLagInterval sets how often Run measures and exports the lag behind
+// fence-triggers (default DefaultLagInterval; 0 or negative: never).
+func WithLagInterval(d time.Duration) Opt { return func(c *config) { c.lagEvery = d } }
+
+// Module is occupancy as binaries host it: flags for the record bounds and
+// the lag reporter, and Run. The geofencing topology declares the group and
+// its boundary, so the module declares nothing.
+func Module(opts ...Opt) host.Module {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return host.Define(host.Module{
+		Name: Name,
+		Flags: func(fs *flag.FlagSet) {
+			fs.IntVar(&cfg.limits.DevicesCap, "devices-cap", cfg.limits.DevicesCap, "devices listed per fence for display (counts stay exact)")
+			fs.DurationVar(&cfg.limits.Horizon, "horizon", cfg.limits.Horizon, "how long a fence remembers a device that left (trigger HLC time); must exceed how late a trigger can arrive")
+			fs.DurationVar(&cfg.lagEvery, "lag-interval", cfg.lagEvery, "how often the lag behind fence-triggers is measured and exported")
+		},
+		Validate: func() error {
+			if cfg.limits.DevicesCap <= 0 {
+				return fmt.Errorf("--devices-cap must be positive, got %d", cfg.limits.DevicesCap)
+			}
+			if cfg.limits.Horizon <= 0 {
+				return fmt.Errorf("--horizon must be positive, got %v", cfg.limits.Horizon)
+			}
+			if cfg.lagEvery <= 0 {
+				return fmt.Errorf("--lag-interval must be positive, got %v", cfg.lagEvery)
+			}
+			return nil
+		},
+		Run: func(ctx context.Context, env host.Env) error {
+			return Run(ctx, env, WithDevicesCap(cfg.limits.DevicesCap), WithHorizon(cfg.limits.Horizon), WithMaxMembers(cfg.limits.MaxMembers),
+				WithFences(cfg.fences), WithLagInterval(cfg.lagEvery))
+		},
+	})
+}
+
+// Run builds the occupancy processor over env (checking the topology against
+// the broker and claiming the state directory), waits for the fence catalogue
+// (a half-loaded one would dead-letter triggers of fences it has not read
+// yet), then runs it and the lag reporter until ctx ends. A clean stop
+// returns nil.
+func Run(ctx context.Context, env host.Env, opts ...Opt) error {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	log := env.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	shared := cfg.fences
+	if shared == nil {
+		shared = fences.NewShared(geofence.TopicFences)
+	}
+	cat, ready, follow := shared.Follow(env.Cluster, log.With("component", "fences"))
+	g, err := New(env.Topology, append(opts, WithLogger(log), WithCatalogue(cat))...)
+	if err != nil {
+		return err
+	}
+	proc, err := Processor(ctx, g, env.Cluster, env.Group...)
+	if err != nil {
+		return err
+	}
+	eg, ctx := errgroup.WithContext(ctx)
+	if follow != nil {
+		eg.Go(func() error { return follow(ctx) })
+	}
+	eg.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ready:
+		}
+		return proc.Run(ctx)
+	})
+	eg.Go(func() error {
+		if err := proc.WaitForReadyContext(ctx); err != nil {
+			return nil // ctx ended or the processor failed; its own goroutine reports that
+		}
+		log.Info("occupancy ready")
+		if env.Started != nil {
+			env.Started(proc)
+		}
+		return nil
+	})
+	if cfg.lagEvery > 0 {
+		eg.Go(func() error { return RunLagReporter(ctx, env.Cluster, cfg.lagEvery, log) })
+	}
+	return eg.Wait()
+}

@@ -1,0 +1,55 @@
+package visits
+
+import (
+	"context"
+	"log/slog"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
+)
+
+// Name is the visits module's name.
+const Name = "visits"
+
+// Module is visits as binaries host it: Run builds both groups on the
+// binary's options. The geofencing topology declares them.
+func Module() host.Module {
+	return host.Define(host.Module{Name: Name, Run: Run})
+}
+
+// Run builds both processors over env (checking the topology against the
+// broker) and runs them until ctx ends; env.Started sees each once both are
+// ready. A clean stop returns nil.
+func Run(ctx context.Context, env host.Env) error {
+	log := env.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	gs := New(env.Topology, log)
+	vp, err := gs.Visits.Processor(ctx, env.Cluster, env.Group...)
+	if err != nil {
+		return err
+	}
+	sp, err := gs.Stats.Processor(ctx, env.Cluster, env.Group...)
+	if err != nil {
+		return err
+	}
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return vp.Run(ctx) })
+	eg.Go(func() error { return sp.Run(ctx) })
+	eg.Go(func() error {
+		if vp.WaitForReadyContext(ctx) != nil || sp.WaitForReadyContext(ctx) != nil {
+			return nil // ctx ended or a processor failed; its goroutine reports that
+		}
+		log.Info("visits ready")
+		if env.Started != nil {
+			for _, p := range []*group.Processor{vp, sp} {
+				env.Started(p)
+			}
+		}
+		return nil
+	})
+	return eg.Wait()
+}
