@@ -21,7 +21,7 @@ func TestHelp(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "Usage: debouncer --brokers HOST:PORT --state-dir DIR") {
 		t.Errorf("usage line missing:\n%s", out.String())
 	}
-	for _, f := range []string{"brokers", "state-dir", "hot-standby", "recover-ahead", "partitions", "metrics-addr", "sweep-interval",
+	for _, f := range []string{"brokers", "state-dir", "hot-standby", "recover-ahead", "partitions", "metrics-addr", "timer-interval", "max-clock-skew",
 		"min-samples", "min-dwell", "hysteresis", "loiter", "silence-timeout", "log-level", "log-format", "sasl-mechanism", "tls"} {
 		if !strings.Contains(out.String(), "-"+f) {
 			t.Errorf("usage does not mention -%s:\n%s", f, out.String())

@@ -63,7 +63,7 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 	out, code = runChild(t, "--brokers", "127.0.0.1:1")
-	if code != 1 || !strings.Contains(out, "debouncer: --state-dir is required") {
+	if code != 2 || !strings.Contains(out, "debouncer: --state-dir is required") {
 		t.Errorf("without --state-dir: exit %d\n%s", code, out)
 	}
 }

@@ -38,7 +38,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	}
 
 	out, err := child("--brokers " + b.Addrs()[0]).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "occupancy: --state-dir is required") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "occupancy: --state-dir is required") {
 		t.Fatalf("without --state-dir: %v\n%s", err, out)
 	}
 

@@ -28,7 +28,7 @@ func TestHelpAndFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--brokers", "127.0.0.1:1"}, "--state-dir is required"},
-		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--timer-interval", "-1s"}, "--timer-interval must not be negative"},
+		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--timer-interval", "-1s"}, "--timer-interval must be positive"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "stray"}, "unexpected arguments"},
 	} {
 		err := run(context.Background(), tc.args, &bytes.Buffer{}, nil)

@@ -5,6 +5,6 @@
 // fence.
 //
 // Invariant: Topology validates; every binary of the application starts from
-// it (topology.Compose adds registered processors) and checks the broker
+// it (host.Compose adds the declarations of the modules a binary links) and checks the broker
 // against it.
 package geofence
