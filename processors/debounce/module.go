@@ -75,7 +75,11 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 		shared = fences.NewShared(geofence.TopicFences)
 	}
 	cat, ready, follow := shared.Follow(env.Cluster, log)
-	d, err := New(env.Topology, cat, append(opts, WithLogger(log))...)
+	opts = append(opts, WithLogger(log))
+	if env.Registerer != nil {
+		opts = append(opts, WithRegisterer(env.Registerer))
+	}
+	d, err := New(env.Topology, cat, opts...)
 	if err != nil {
 		return err
 	}

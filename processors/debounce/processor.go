@@ -1,42 +1,44 @@
 package debounce
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology"
 )
 
-var (
-	pingsApplied = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "fencestream_pings_processed_total",
-		Help: "Pings applied to device state by the debouncer.",
-	})
-	triggersEmitted = promauto.NewCounterVec(prometheus.CounterOpts{
+// metrics are the debouncer's, registered on WithRegisterer's registry.
+type metrics struct {
+	pingsApplied, flapsSuppressed, stalePings, silenceTimers prometheus.Counter
+	triggersEmitted                                          *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
+	counter := func(name, help string) prometheus.Counter {
+		c, e := host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		err = errors.Join(err, e)
+		return c
+	}
+	m.pingsApplied = counter("fencestream_pings_processed_total", "Pings applied to device state by the debouncer.")
+	m.flapsSuppressed = counter("fencestream_flaps_suppressed_total", "Candidate transitions abandoned before confirmation: flapping the debouncer kept from becoming triggers.")
+	m.stalePings = counter("fencestream_stale_pings_total", "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).")
+	m.silenceTimers = counter("fencestream_silence_timers_fired_total", "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.")
+	var e error
+	m.triggersEmitted, e = host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_triggers_total",
 		Help: "Triggers emitted by the debouncer, by type and reason.",
-	}, []string{"type", "reason"})
-	flapsSuppressed = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "fencestream_flaps_suppressed_total",
-		Help: "Candidate transitions abandoned before confirmation: flapping the debouncer kept from becoming triggers.",
-	})
-	stalePings = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "fencestream_stale_pings_total",
-		Help: "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).",
-	})
-	silenceTimers = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "fencestream_silence_timers_fired_total",
-		Help: "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.",
-	})
-)
+	}, []string{"type", "reason"}))
+	return m, errors.Join(err, e)
+}
 
 // SilenceTimer is the name of a device's silence timer: due in stream time at
 // its last fix plus the shortest silence timeout among its fences.
@@ -56,12 +58,13 @@ type config struct {
 	log          *slog.Logger
 	now          func() time.Time
 	maxAccuracyM float64
+	registerer   prometheus.Registerer
 	fences       *fences.Shared // Module and Run only
 }
 
 // defaultConfig is every default of the debouncer's options, in one place.
 func defaultConfig() config {
-	return config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM}
+	return config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM, registerer: prometheus.DefaultRegisterer}
 }
 
 // WithFences makes Module and Run take the fence catalogue from s (shared
@@ -77,6 +80,10 @@ func WithMaxAccuracy(m float64) Opt { return func(c *config) { c.maxAccuracyM = 
 // (default DefaultSettings()).
 func WithDefaults(s Settings) Opt { return func(c *config) { c.defaults = s } }
 
+// WithRegisterer sets where the debouncer's metrics are registered (default
+// prometheus.DefaultRegisterer); Module and Run use the binary's.
+func WithRegisterer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 
@@ -91,6 +98,7 @@ type Debouncer struct {
 	cat      *fences.Catalogue
 	group    *Group
 	triggers group.Out[geofencepb.Trigger, *geofencepb.Trigger]
+	m        metrics
 }
 
 // New defines the debouncer over topo's "debouncer" declaration, reading fences
@@ -106,7 +114,11 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	if !finite(cfg.maxAccuracyM) || cfg.maxAccuracyM <= 0 {
 		return nil, fmt.Errorf("debounce: maximum accuracy %v m must be positive and finite", cfg.maxAccuracyM)
 	}
-	d := &Debouncer{cfg: cfg, cat: cat}
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("debounce: metrics: %w", err)
+	}
+	d := &Debouncer{cfg: cfg, cat: cat, m: m}
 	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
@@ -146,7 +158,7 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if p.GetHlc() <= st.GetLastHlc() {
 		// A TIMEOUT exit moved the device's clock past this ping (or the state
 		// predates the kit's ordering): applying it would reorder triggers.
-		stalePings.Inc()
+		d.m.stalePings.Inc()
 		c.DeadLetter(group.ReasonStale, fmt.Errorf("%w: device state is at %d, ping %d", group.ErrStale, st.GetLastHlc(), p.GetHlc()))
 		return nil
 	}
@@ -154,10 +166,10 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	out := Apply(st, p, d.cat.Snapshot(), d.cfg.defaults)
 	for _, t := range out.Triggers {
 		d.triggers.Emit(c, c.Key(), t)
-		triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
+		d.m.triggersEmitted.WithLabelValues(t.GetType().String(), t.GetReason().String()).Inc()
 	}
-	pingsApplied.Inc()
-	flapsSuppressed.Add(float64(out.FlapsSuppressed))
+	d.m.pingsApplied.Inc()
+	d.m.flapsSuppressed.Add(float64(out.FlapsSuppressed))
 	c.SetState(st)
 	return d.armSilence(c, st, st.GetLastEventTimeMs())
 }
@@ -197,7 +209,7 @@ func (d *Debouncer) handleSilence(c *Context, t group.Timer) error {
 	if t.Name != SilenceTimer {
 		return fmt.Errorf("unknown timer %q", t.Name)
 	}
-	silenceTimers.Inc()
+	d.m.silenceTimers.Inc()
 	st := c.State()
 	if st == nil {
 		return nil
@@ -209,7 +221,7 @@ func (d *Debouncer) handleSilence(c *Context, t group.Timer) error {
 	}
 	for _, tr := range trigs {
 		d.triggers.Emit(c, c.Key(), tr)
-		triggersEmitted.WithLabelValues(tr.GetType().String(), tr.GetReason().String()).Inc()
+		d.m.triggersEmitted.WithLabelValues(tr.GetType().String(), tr.GetReason().String()).Inc()
 	}
 	if len(trigs) > 0 {
 		c.Logger().Info("silence timeout closed device", "fences", len(trigs), "last_event_ms", st.LastEventTimeMs)

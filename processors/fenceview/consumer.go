@@ -9,36 +9,49 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-var (
-	// Two clocks, two metrics: how long the pipeline took to deliver a trigger
-	// once it was written, and how far behind the devices' own time the
-	// triggers are. Replayed or backfilled data has a large event-time lag and
-	// a normal processing latency; mixing them made either unreadable.
-	triggerLatency = promauto.NewHistogram(prometheus.HistogramOpts{
+// consumerMetrics are the live feed's. Two clocks, two metrics: how long the
+// pipeline took to deliver a trigger once it was written, and how far behind
+// the devices' own time the triggers are. Replayed or backfilled data has a
+// large event-time lag and a normal processing latency; mixing them made
+// either unreadable.
+type consumerMetrics struct {
+	latency, eventLag prometheus.Histogram
+	skipped           *prometheus.CounterVec
+	dropped           prometheus.CounterFunc
+}
+
+func newConsumerMetrics(reg prometheus.Registerer, feed *Feed) (m consumerMetrics, err error) {
+	var e1, e2, e3, e4 error
+	m.latency, e1 = host.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencestream_trigger_processing_latency_seconds",
 		Help:    "Wall-clock time from a trigger's append to fence-triggers (the record timestamp) to its arrival at fenceview's live feed.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms .. ~33s
-	})
-	triggerEventLag = promauto.NewHistogram(prometheus.HistogramOpts{
+	}))
+	m.eventLag, e2 = host.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencestream_trigger_event_lag_seconds",
 		Help:    "Wall-clock time from a trigger's event time (the device time it is stamped with) to its arrival at fenceview's live feed; large for replayed data.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 24), // 5ms .. ~11.6h
-	})
-	feedRecordsSkipped = promauto.NewCounterVec(prometheus.CounterOpts{
+	}))
+	m.skipped, e3 = host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_feed_records_skipped_total",
 		Help: "Records of the triggers topic the live feed could not use, by reason.",
-	}, []string{"reason"})
-)
+	}, []string{"reason"}))
+	m.dropped, e4 = host.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fencestream_feed_dropped_total",
+		Help: "Triggers the live feed dropped for subscribers too slow to keep up (the feed never blocks on a subscriber).",
+	}, func() float64 { return float64(feed.Dropped()) }))
+	return m, errors.Join(e1, e2, e3, e4)
+}
 
 // TriggerConsumer reads the triggers topic from its end (a live feed: no
 // consumer group, no committed offsets, every replica sees every trigger
@@ -51,18 +64,26 @@ type TriggerConsumer struct {
 	now   func() time.Time
 	ready chan struct{}
 	once  sync.Once
+	m     consumerMetrics
 }
 
 // NewTriggerConsumer builds a consumer of geofence.TopicTriggers into feed
 // (log defaults to slog.Default()).
-func NewTriggerConsumer(cl cluster.Config, feed *Feed, log *slog.Logger) *TriggerConsumer {
+func NewTriggerConsumer(cl cluster.Config, feed *Feed, log *slog.Logger, reg prometheus.Registerer) (*TriggerConsumer, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	m, err := newConsumerMetrics(reg, feed)
+	if err != nil {
+		return nil, fmt.Errorf("fenceview: metrics: %w", err)
+	}
 	return &TriggerConsumer{
 		cl: cl, feed: feed, topic: geofence.TopicTriggers, log: log.With("topic", geofence.TopicTriggers),
-		now: time.Now, ready: make(chan struct{}),
-	}
+		now: time.Now, ready: make(chan struct{}), m: m,
+	}, nil
 }
 
 // Ready is closed once the consumer has read back the recent triggers into
@@ -70,9 +91,13 @@ func NewTriggerConsumer(cl cluster.Config, feed *Feed, log *slog.Logger) *Trigge
 // after that reaches the feed.
 func (c *TriggerConsumer) Ready() <-chan struct{} { return c.ready }
 
-// RunTriggerConsumer runs NewTriggerConsumer(cl, feed, nil) until ctx ends.
+// RunTriggerConsumer runs NewTriggerConsumer(cl, feed, nil, nil) until ctx ends.
 func RunTriggerConsumer(ctx context.Context, cl cluster.Config, feed *Feed) error {
-	return NewTriggerConsumer(cl, feed, nil).Run(ctx)
+	c, err := NewTriggerConsumer(cl, feed, nil, nil)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
 }
 
 // Run consumes until ctx ends (then it returns nil). It first reads the
@@ -136,16 +161,16 @@ func (c *TriggerConsumer) Run(ctx context.Context) error {
 		fetches.EachRecord(func(r *kgo.Record) {
 			t, err := codec.Unmarshal(r.Value)
 			if err != nil || len(r.Value) == 0 {
-				feedRecordsSkipped.WithLabelValues("undecodable").Inc()
+				c.m.skipped.WithLabelValues("undecodable").Inc()
 				c.log.Debug("skipping undecodable trigger", "partition", r.Partition, "offset", r.Offset, "err", err)
 				return
 			}
 			now := c.now()
 			if !r.Timestamp.IsZero() {
-				triggerLatency.Observe(max(0, now.Sub(r.Timestamp).Seconds()))
+				c.m.latency.Observe(max(0, now.Sub(r.Timestamp).Seconds()))
 			}
 			if ms := t.GetEventTimeMs(); ms > 0 {
-				triggerEventLag.Observe(now.Sub(time.UnixMilli(ms)).Seconds())
+				c.m.eventLag.Observe(now.Sub(time.UnixMilli(ms)).Seconds())
 			}
 			c.feed.Publish(t)
 		})

@@ -4,16 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 )
-
-var feedDropped = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "fencestream_feed_dropped_total",
-	Help: "Triggers the live feed dropped for subscribers too slow to keep up (the feed never blocks on a subscriber).",
-})
 
 // DefaultFeedBuffer is how many triggers a subscriber may fall behind before
 // the feed drops triggers for it.
@@ -108,7 +100,6 @@ func (f *Feed) Publish(t *geofencepb.Trigger) {
 		default:
 			s.dropped.Add(1)
 			f.dropped.Add(1)
-			feedDropped.Inc()
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure Run.
@@ -63,6 +64,9 @@ type Options struct {
 	// Routes are the routes of the modules the binary links (host.Routes),
 	// served beside fenceview's own, each from its own view.
 	Routes []host.Route
+	// Registerer is where fenceview's metrics go (default
+	// prometheus.DefaultRegisterer).
+	Registerer prometheus.Registerer
 	// Shard, when set, makes this replica hold only Shard.Partitions of the
 	// debouncer, occupancy and visit tables (the kit's partial views) and read
 	// every other partition from the peer holding it (default: nil, Goka views
@@ -193,7 +197,10 @@ func Run(ctx context.Context, o Options) error {
 		geofence.TopicVisitStatsTable: viewRecords[visitspb.FenceVisits, *visitspb.FenceVisits]{visitsView.v, o.Partitions},
 	}, held)))
 	feed := NewFeed(0)
-	consumer := NewTriggerConsumer(o.Cluster, feed, log)
+	consumer, err := NewTriggerConsumer(o.Cluster, feed, log, o.Registerer)
+	if err != nil {
+		return err
+	}
 	srv, err := NewServer(Sources{
 		Devices:   views,
 		Occupancy: views,

@@ -27,7 +27,10 @@ func Run(ctx context.Context, env host.Env) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	gs := New(env.Topology, log)
+	gs, err := New(env.Topology, log, env.Registerer)
+	if err != nil {
+		return err
+	}
 	vp, err := gs.Visits.Processor(ctx, env.Cluster, env.Group...)
 	if err != nil {
 		return err

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
@@ -31,20 +31,29 @@ const (
 	maxSeenFence  = 1024
 )
 
-var (
-	visitsEmitted = promauto.NewCounter(prometheus.CounterOpts{
+// metrics are the visits processors', registered on the Registerer New is
+// given.
+type metrics struct {
+	visitsEmitted, unpairedExits prometheus.Counter
+	duplicates                   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
+	var e1, e2, e3 error
+	m.visitsEmitted, e1 = host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_visits_total",
 		Help: "Visits emitted to fence-visits (an ENTER paired with its EXIT).",
-	})
-	unpairedExits = promauto.NewCounter(prometheus.CounterOpts{
+	}))
+	m.unpairedExits, e2 = host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_visits_unpaired_exits_total",
 		Help: "EXITs whose ENTER the visits state did not hold (the group started after it, or the device expired); no visit is emitted.",
-	})
-	duplicates = promauto.NewCounterVec(prometheus.CounterOpts{
+	}))
+	m.duplicates, e3 = host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_visits_duplicates_total",
 		Help: "Records dropped as duplicates by id, by group.",
-	}, []string{"group"})
-)
+	}, []string{"group"}))
+	return m, errors.Join(e1, e2, e3)
+}
 
 // Handler contexts of the two groups.
 type (
@@ -62,20 +71,29 @@ type Groups struct {
 
 func triggerTime(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }
 
-// New defines both groups over topo's declarations.
-func New(topo *topology.Topology, log *slog.Logger) Groups {
+// New defines both groups over topo's declarations; their metrics are
+// registered on reg (nil: prometheus.DefaultRegisterer).
+func New(topo *topology.Topology, log *slog.Logger, reg prometheus.Registerer) (Groups, error) {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return Groups{}, fmt.Errorf("visits: metrics: %w", err)
+	}
 	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log)
-	p := &pairing{}
+	p := &pairing{m: m}
 	group.Stream(v, geofence.TopicTriggers, p.pairTrigger, group.EventTime(triggerTime))
 	p.visits = group.Output[visitspb.Visit](v, geofence.TopicVisits)
 	group.StateTTL(v, DeviceTTL)
-	return Groups{Visits: v, Stats: newStats(topo, log)}
+	return Groups{Visits: v, Stats: newStats(topo, log, m)}, nil
 }
 
 // pairing is the visits group's handler and its output (handles belong to
 // the group that declared them, so each group built has its own).
 type pairing struct {
 	visits group.Out[visitspb.Visit, *visitspb.Visit]
+	m      metrics
 }
 
 // pairTrigger keeps a device's open visits and emits a visit at each EXIT.
@@ -91,7 +109,7 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 		st.Seen = &kitpb.SeenSet{}
 	}
 	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenDevice}).Seen(st.Seen, t.GetTriggerId(), triggerTime(t)) {
-		duplicates.WithLabelValues(geofence.GroupVisits).Inc()
+		p.m.duplicates.WithLabelValues(geofence.GroupVisits).Inc()
 		return nil
 	}
 	if st.Open == nil {
@@ -103,7 +121,7 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 	case geofencepb.TriggerType_TRIGGER_TYPE_EXIT:
 		open, ok := st.Open[t.GetFenceId()]
 		if !ok {
-			unpairedExits.Inc()
+			p.m.unpairedExits.Inc()
 			c.Logger().Debug("EXIT without its ENTER; no visit", "fence", t.GetFenceId(), "trigger_id", t.GetTriggerId())
 			break
 		}
@@ -113,7 +131,7 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 			EnteredMs: open.GetEnteredMs(), LeftMs: t.GetEventTimeMs(), DurationMs: max(0, t.GetEventTimeMs()-open.GetEnteredMs()),
 			ExitReason: t.GetReason(),
 		})
-		visitsEmitted.Inc()
+		p.m.visitsEmitted.Inc()
 	}
 	c.SetState(st)
 	return nil
@@ -123,12 +141,14 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 type stats struct {
 	enters, dwell *group.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
 	byFence       group.LoopOut[visitspb.Visit, *visitspb.Visit]
+	m             metrics
 }
 
-func newStats(topo *topology.Topology, log *slog.Logger) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
+func newStats(topo *topology.Topology, log *slog.Logger, m metrics) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
 	g := group.New[visitspb.FenceVisits](topo, geofence.GroupVisitStats, log)
 	spec := group.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
 	s := &stats{
+		m: m,
 		enters: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
 			if st.Enters == nil {
 				st.Enters = &kitpb.WindowSet{}
@@ -195,7 +215,7 @@ func (s *stats) apply(c *FenceContext, v *visitspb.Visit) error {
 		id = "E|" + v.GetVisitId()
 	}
 	if (group.Dedup{Horizon: DedupHorizon, Max: maxSeenFence}).Seen(st.Seen, id, visitTime(v)) {
-		duplicates.WithLabelValues(geofence.GroupVisitStats).Inc()
+		s.m.duplicates.WithLabelValues(geofence.GroupVisitStats).Inc()
 		return nil
 	}
 	var err error

@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // base is 2027-01-15 08:00 UTC; event times in the tests are offsets from it.
@@ -25,7 +26,10 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	// The wall clock is ahead of every event: stream time comes from the data.
 	h := &harness{Harness: grouptest.New(t, base.Add(72*time.Hour)), t: t}
-	gs := visits.New(geofence.Topology(), nil)
+	gs, err := visits.New(geofence.Topology(), nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Start(gs.Visits)
 	h.Start(gs.Stats)
 	return h
