@@ -2,10 +2,12 @@ package fenceview
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/lovoo/goka"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,8 +20,9 @@ type viewStatser interface {
 	Stats(ctx context.Context) *goka.ViewStats
 }
 
-// viewCollector reports the views registered with registerViewStats. It is
-// registered once with the default registry; views come and go.
+// viewCollector reports the views registered with registerViewStats. One is
+// registered per registry (a second fenceview on the same registry shares
+// it); views come and go.
 type viewCollector struct {
 	mu    sync.Mutex
 	views map[string]viewStatser // by table; the latest registration wins
@@ -33,9 +36,6 @@ var (
 		[]string{"table", "partition"}, nil)
 	viewPartitionsRecoveringDesc = prometheus.NewDesc("fencestream_view_partitions_recovering",
 		"Partitions of the view that have not reached the running state (recovery progress).", []string{"table"}, nil)
-
-	collector     = &viewCollector{views: map[string]viewStatser{}}
-	collectorOnce sync.Once
 )
 
 func (c *viewCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -79,9 +79,16 @@ func (c *viewCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// registerViewStats reports v under table until the returned func is called.
-func registerViewStats(table string, v viewStatser) (unregister func()) {
-	collectorOnce.Do(func() { prometheus.MustRegister(collector) })
+// registerViewStats reports v under table on reg (nil: the default
+// registry) until the returned func is called.
+func registerViewStats(reg prometheus.Registerer, table string, v viewStatser) (unregister func(), err error) {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	collector, err := host.Register(reg, &viewCollector{views: map[string]viewStatser{}})
+	if err != nil {
+		return nil, fmt.Errorf("fenceview: view metrics: %w", err)
+	}
 	collector.mu.Lock()
 	collector.views[table] = v
 	collector.mu.Unlock()
@@ -91,7 +98,7 @@ func registerViewStats(table string, v viewStatser) (unregister func()) {
 			delete(collector.views, table)
 		}
 		collector.mu.Unlock()
-	}
+	}, nil
 }
 
 // partitionLag derives how many records a view partition is behind from

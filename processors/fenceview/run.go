@@ -186,6 +186,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)
 	}
+	views.Registerer = o.Registerer
 	if rt != nil {
 		views.shard(rt)
 		visitsView.shard(rt)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/lovoo/goka"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"golang.org/x/sync/errgroup"
 
@@ -117,6 +118,9 @@ type ViewSources struct {
 	// FencesReady is closed when the fence catalogue has loaded (e.g.
 	// fences.Follower.Ready()); nil means the catalogue needs no loading.
 	FencesReady <-chan struct{}
+	// Registerer is where Run reports the views' recovery and lag (nil: the
+	// default registry).
+	Registerer prometheus.Registerer
 
 	// Set by shard (a sharded replica): the tables as a whole, this
 	// replica's partitions read from the views, the others from peers.
@@ -170,8 +174,16 @@ func NewViewSources(cl cluster.Config, fencesReady <-chan struct{}, opts ...grou
 // reports their recovery and lag as Prometheus metrics meanwhile. When ctx
 // ends it first stops reads (they answer ErrStopped), then closes the views.
 func (v *ViewSources) Run(ctx context.Context) error {
-	defer registerViewStats(v.Devices.Topic(), guardedStats{v, v.Devices})()
-	defer registerViewStats(v.Occupancy.Topic(), guardedStats{v, v.Occupancy})()
+	for _, t := range []struct {
+		table string
+		view  viewStatser
+	}{{v.Devices.Topic(), guardedStats{v, v.Devices}}, {v.Occupancy.Topic(), guardedStats{v, v.Occupancy}}} {
+		unregister, err := registerViewStats(v.Registerer, t.table, t.view)
+		if err != nil {
+			return err
+		}
+		defer unregister()
+	}
 	inner, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g, gctx := errgroup.WithContext(inner)
