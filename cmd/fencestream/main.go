@@ -80,6 +80,7 @@ type options struct {
 	seed        int64
 	progress    time.Duration
 	timerEvery  time.Duration
+	maxSkew     time.Duration
 	mods        []host.Module // every module the binary links (processors/modules)
 	fences      *fences.Shared
 	hotStandby  bool
@@ -116,6 +117,7 @@ func (o *options) register(fs *flag.FlagSet) error {
 	fs.Float64Var(&o.noise, "noise", 5, "GPS noise sigma of the simulator, metres")
 	fs.Int64Var(&o.seed, "seed", 1, "simulator seed (a new seed starts new timelines)")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
+	fs.DurationVar(&o.maxSkew, "max-clock-skew", group.DefaultMaxSkew, "an input whose HLC is further ahead of this machine's clock is dead-lettered (future-hlc)")
 	fs.DurationVar(&o.timerEvery, "timer-interval", group.DefaultTimerInterval, "how often every group looks for due timers (silence timeouts, window closes, expiries): a timer fires up to this late")
 	fs.TextVar(&o.storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
@@ -143,6 +145,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--broker-port must be a port number, got %d", o.brokerPort)
 	case o.progress <= 0:
 		return fmt.Errorf("--progress must be positive, got %v", o.progress)
+	case o.maxSkew <= 0:
+		return fmt.Errorf("--max-clock-skew must be positive, got %v", o.maxSkew)
 	case o.timerEvery <= 0:
 		return fmt.Errorf("--timer-interval must be positive, got %v", o.timerEvery)
 	}
@@ -371,7 +375,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			Group: []group.Opt{
 				group.StateDir(o.stateDir()), group.Storage(o.storage),
 				group.HotStandby(o.hotStandby), group.RecoverAhead(o.hotStandby),
-				group.TimerInterval(o.timerEvery), group.Registerer(prometheus.DefaultRegisterer),
+				group.TimerInterval(o.timerEvery), group.MaxClockSkew(o.maxSkew), group.Registerer(prometheus.DefaultRegisterer),
 			},
 		}, o.mods...)
 	})
