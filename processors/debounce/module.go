@@ -96,26 +96,12 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	g.Go(func() error {
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-ready:
-		}
-		log.Info("fence catalogue loaded", "fences", cat.Snapshot().Len(), "version", cat.Snapshot().Version())
-		return proc.Run(ctx)
-	})
-	g.Go(func() error {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ready:
-		}
-		if err := proc.WaitForReadyContext(ctx); err != nil {
-			return nil // ctx ended or the processor failed; its own goroutine reports that
-		}
-		log.Info("debouncer ready")
-		if env.Started != nil {
-			env.Started(proc)
+			log.Info("fence catalogue loaded", "fences", cat.Snapshot().Len(), "version", cat.Snapshot().Version())
 		}
 		return nil
 	})
+	env.Log = log
+	g.Go(func() error { return host.RunProcessors(ctx, env, Name, ready, proc) })
 	return g.Wait()
 }

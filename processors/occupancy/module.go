@@ -95,24 +95,8 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	if follow != nil {
 		eg.Go(func() error { return follow(ctx) })
 	}
-	eg.Go(func() error {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ready:
-		}
-		return proc.Run(ctx)
-	})
-	eg.Go(func() error {
-		if err := proc.WaitForReadyContext(ctx); err != nil {
-			return nil // ctx ended or the processor failed; its own goroutine reports that
-		}
-		log.Info("occupancy ready")
-		if env.Started != nil {
-			env.Started(proc)
-		}
-		return nil
-	})
+	env.Log = log
+	eg.Go(func() error { return host.RunProcessors(ctx, env, Name, ready, proc) })
 	if cfg.lagEvery > 0 {
 		eg.Go(func() error { return RunLagReporter(ctx, env.Cluster, cfg.lagEvery, log) })
 	}

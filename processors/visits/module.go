@@ -4,9 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 )
 
@@ -39,20 +36,6 @@ func Run(ctx context.Context, env host.Env) error {
 	if err != nil {
 		return err
 	}
-	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return vp.Run(ctx) })
-	eg.Go(func() error { return sp.Run(ctx) })
-	eg.Go(func() error {
-		if vp.WaitForReadyContext(ctx) != nil || sp.WaitForReadyContext(ctx) != nil {
-			return nil // ctx ended or a processor failed; its goroutine reports that
-		}
-		log.Info("visits ready")
-		if env.Started != nil {
-			for _, p := range []*group.Processor{vp, sp} {
-				env.Started(p)
-			}
-		}
-		return nil
-	})
-	return eg.Wait()
+	env.Log = log
+	return host.RunProcessors(ctx, env, Name, nil, vp, sp)
 }

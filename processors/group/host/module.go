@@ -255,3 +255,50 @@ func Routes(mods ...Module) []Route {
 	}
 	return rs
 }
+
+// RunProcessors runs procs until ctx ends, each only once gate is closed (nil:
+// at once; a catalogue the handlers need loaded, say), and once every one is
+// ready logs "<name> ready" and hands each to env.Started. A clean stop
+// returns nil.
+func RunProcessors(ctx context.Context, env Env, name string, gate <-chan struct{}, procs ...*group.Processor) error {
+	eg, ctx := errgroup.WithContext(ctx)
+	wait := func() bool {
+		if gate == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-gate:
+			return true
+		}
+	}
+	for _, p := range procs {
+		eg.Go(func() error {
+			if !wait() {
+				return nil
+			}
+			return p.Run(ctx)
+		})
+	}
+	eg.Go(func() error {
+		if !wait() {
+			return nil
+		}
+		for _, p := range procs {
+			if p.WaitForReadyContext(ctx) != nil {
+				return nil // ctx ended or the processor failed; its goroutine reports that
+			}
+		}
+		if env.Log != nil {
+			env.Log.Info(name + " ready")
+		}
+		if env.Started != nil {
+			for _, p := range procs {
+				env.Started(p)
+			}
+		}
+		return nil
+	})
+	return eg.Wait()
+}
