@@ -53,7 +53,7 @@ func (c *Context[S, PS]) run(handle func() error) (err error) {
 		r := recover()
 		switch {
 		case r != nil:
-			handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
+			c.grp.m.handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
 			c.Logger().Error("handler panicked; the input is dead-lettered and its state changes dropped",
 				"topic", c.Topic(), "offset", c.Offset(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			c.discard()
@@ -83,7 +83,7 @@ func (c *Context[S, PS]) discard() {
 func callTimer[S any, PS codecs.Message[S]](c *Context[S, PS], handle func(*Context[S, PS], Timer) error, tm Timer) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
+			c.grp.m.handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
 			c.Logger().Error("timer handler panicked", "timer", tm.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
 		}

@@ -122,7 +122,7 @@ func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, val
 	}
 	if s.closes(merged.EndMs) < now {
 		ws.Late++
-		lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
 		errs = append(errs, fmt.Errorf("sessions %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -133,7 +133,7 @@ func (s *Sliding[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	open := s.right(t).end > closed
 	if !open {
 		ws.Late++
-		lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
 		errs = append(errs, fmt.Errorf("sliding windows %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -115,7 +115,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 	errs := []error{j.advance(c, st, jb, now)}
 	if j.closes(t) < now {
 		jb.Late++
-		lateRecords.WithLabelValues(j.g.name, j.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(j.g.name, j.name).Inc()
 		errs = append(errs, fmt.Errorf("join %s: record at %s: %w (stream time %s)", j.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -20,7 +20,7 @@ type Joined[M any, PM codecs.Message[M]] struct {
 // the topology declaration must list it under Joins.
 func Join[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Joined[M, PM] {
 	g.joins[table] = true
-	g.edges = append(g.edges, goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
+	g.edge(goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Joined[M, PM]{table: table, owner: g.id}
 }
 
@@ -47,7 +47,7 @@ type Looked[M any, PM codecs.Message[M]] struct {
 // topology declaration must list it under Lookups.
 func Lookup[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Looked[M, PM] {
 	g.lookups[table] = true
-	g.edges = append(g.edges, goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
+	g.edge(goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Looked[M, PM]{table: table, owner: g.id}
 }
 

@@ -7,18 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
-
-var lateRecords = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "fencestream_window_late_records_total",
-	Help: "Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
-}, []string{"group", "windows"})
 
 // ErrLate is returned by Windows.Add for a record that falls only into
 // windows already closed. The record is counted (in the window set and in
@@ -224,7 +217,7 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	}
 	if len(changed) == 0 {
 		ws.Late++
-		lateRecords.WithLabelValues(w.g.name, w.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(w.g.name, w.name).Inc()
 		errs = append(errs, fmt.Errorf("windows %s: record at %s: %w (stream time %s)", w.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}
