@@ -36,8 +36,11 @@ type Group[S any, PS codecs.Message[S]] struct {
 	loopTopic string
 	err       error
 	// id is what the handles the group hands out carry: a handle whose id is
-	// not the handler's group is refused (handles.go).
-	id *handleOwner
+	// not the handler's group is refused (handles.go). handles counts them;
+	// typedEdges are the message types its registrations bind to topics.
+	id         *handleOwner
+	handles    int
+	typedEdges []typedEdge
 	// rekeys maps "from\x00to" to why that write is refused: a key change
 	// the topology declares no Boundary for (flows.go).
 	rekeys map[string]error
@@ -59,6 +62,9 @@ type instance[S any, PS codecs.Message[S]] struct {
 	clock *streamClock
 	index *timerIndex // nil when the group has no timers
 	m     *metrics
+	// handles is how many handles the group had made when this build was
+	// made: a later one is not in its graph (it shadows Group.handles).
+	handles int
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -94,6 +100,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		}
 	}
 	if decl.Table != "" {
+		g.typed("the group table's state", decl.Table, msgName[S, PS]())
 		g.edge(goka.Persist(envelopeCodec[S, PS]{}))
 	}
 	return g
@@ -150,6 +157,7 @@ func OrderedByHLC[M any, PM codecs.Message[M]](hlc func(PM) uint64) StreamOpt[M,
 // record is dead-lettered with reason "invalid" and processing continues.
 func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string, handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) {
 	g.inputs[topic] = true
+	g.typed("Stream "+topic+" handler", topic, msgName[M, PM]())
 	sc := streamOpts(g, topic, opts)
 	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
 		return goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(in, handle, sc))
@@ -160,11 +168,15 @@ func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S
 // the handle that sends to it.
 func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) LoopOut[M, PM] {
 	g.loop = true
+	if g.loopTopic != "" {
+		g.typed("Loop handler", g.loopTopic, msgName[M, PM]())
+	}
 	sc := streamOpts(g, "loop", opts)
 	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
 		return goka.Loop(codecs.For[M, PM](), wrap(in, handle, sc))
 	})
-	return LoopOut[M, PM]{owner: g.id}
+	owner, seq := g.newHandle()
+	return LoopOut[M, PM]{owner: owner, seq: seq}
 }
 
 // Out is a declared output whose records are *M: its Emit accepts nothing
@@ -174,14 +186,17 @@ func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 type Out[M any, PM codecs.Message[M]] struct {
 	topic string
 	owner *handleOwner
+	seq   int
 }
 
 // Output declares that the group emits *M values to topic and returns the
 // handle handlers emit through.
 func Output[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], topic string) Out[M, PM] {
 	g.outputs[topic] = true
+	g.typed("Output "+topic, topic, msgName[M, PM]())
 	g.edge(goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
-	return Out[M, PM]{topic: topic, owner: g.id}
+	owner, seq := g.newHandle()
+	return Out[M, PM]{topic: topic, owner: owner, seq: seq}
 }
 
 // Topic is the output topic.
@@ -190,7 +205,7 @@ func (o Out[M, PM]) Topic() string { return o.topic }
 // Emit produces msg under key from the handler whose context is c. An invalid
 // key never reaches the broker: the input record is dead-lettered instead.
 func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) {
-	if err := c.checkHandle(o.owner, "Out "+o.topic); err != nil {
+	if err := c.checkHandle(o.owner, o.seq, "Out "+o.topic); err != nil {
 		return
 	}
 	c.emit(o.topic, key, msg)
@@ -198,12 +213,15 @@ func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) {
 
 // LoopOut sends *M records to the group's own loop topic. Like Out, it belongs
 // to the group whose Loop returned it.
-type LoopOut[M any, PM codecs.Message[M]] struct{ owner *handleOwner }
+type LoopOut[M any, PM codecs.Message[M]] struct {
+	owner *handleOwner
+	seq   int
+}
 
 // Send loops msg back to the group under key (a re-key: the topology must
 // declare the boundary).
 func (l LoopOut[M, PM]) Send(c Emitter, key string, msg PM) {
-	if err := c.checkHandle(l.owner, "LoopOut"); err != nil {
+	if err := c.checkHandle(l.owner, l.seq, "LoopOut"); err != nil {
 		return
 	}
 	c.loopback(key, msg)
@@ -214,7 +232,7 @@ func (l LoopOut[M, PM]) Send(c Emitter, key string, msg PM) {
 type Emitter interface {
 	emit(topic, key string, msg protov2.Message)
 	loopback(key string, msg protov2.Message)
-	checkHandle(owner *handleOwner, what string) error
+	checkHandle(owner *handleOwner, seq int, what string) error
 }
 
 // Visit is a registered visit whose metadata is T.
@@ -373,6 +391,7 @@ func (g *Group[S, PS]) graph(in *instance[S, PS]) (*goka.GroupGraph, error) {
 			problems = append(problems, "output "+s+" is not declared in the topology")
 		}
 	}
+	problems = append(problems, g.typeProblems()...)
 	problems = append(problems, sameSet("joined table", g.decl.Joins, g.joins)...)
 	problems = append(problems, sameSet("looked-up table", g.decl.Lookups, g.lookups)...)
 	if !emits[g.deadLetter] {

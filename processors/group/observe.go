@@ -161,6 +161,12 @@ func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 		procs = append(procs, p)
 	}
 	c.mu.Unlock()
+	// Two processors of one group in a process (tests do it) report the same
+	// labels: their partitions are summed (remaining) and the least recovered
+	// wins, one series each, as the registry requires.
+	type series struct{ rem, done float64 }
+	var order [][3]string
+	all := map[[3]string]*series{}
 	for _, p := range procs {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		st := p.gp().StatsWithContext(ctx)
@@ -177,7 +183,6 @@ func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 			if ts.RunMode != 0 {
 				mode = "standby"
 			}
-			labels := []string{p.name, strconv.Itoa(int(part)), mode}
 			rem := 0.0
 			if ts.Recovery != nil && ts.Recovery.Hwm > ts.Recovery.Offset+1 {
 				rem = float64(ts.Recovery.Hwm - ts.Recovery.Offset - 1)
@@ -186,8 +191,18 @@ func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 			if ts.Status == goka.PartitionRunning {
 				done = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, rem, labels...)
-			ch <- prometheus.MustNewConstMetric(c.recovered, prometheus.GaugeValue, done, labels...)
+			k := [3]string{p.name, strconv.Itoa(int(part)), mode}
+			if s := all[k]; s != nil {
+				s.rem, s.done = s.rem+rem, min(s.done, done)
+				continue
+			}
+			all[k] = &series{rem, done}
+			order = append(order, k)
 		}
+	}
+	for _, k := range order {
+		s := all[k]
+		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, s.rem, k[:]...)
+		ch <- prometheus.MustNewConstMetric(c.recovered, prometheus.GaugeValue, s.done, k[:]...)
 	}
 }

@@ -169,8 +169,9 @@ type Windows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // emits is effectively-once; it should stamp what it writes from the window,
 // not from Context.StreamTime, which differs between the two. The group needs
 // timers declared (topology.Processor.Timers), and flows from its inputs and
-// its timer topic to what emit writes.
-func NewWindows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
+// its timer topic to what emit writes. The aggregate's type comes first, so
+// with a nil emit only it is spelled: NewWindows[Agg](g, ...).
+func NewWindows[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
 	w := &Windows[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, emit: emit, timer: kitTimerPrefix + "window/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s windows %s: %w", g.name, name, err))

@@ -176,7 +176,7 @@ func TestHoppingWindowsAndRetention(t *testing.T) {
 
 func TestWindowSpecBounds(t *testing.T) {
 	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
-	group.NewWindows[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+	group.NewWindows[geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
 	group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
 	group.Output[geofencepb.Trigger](g, topicOut)
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "windows per key") {
