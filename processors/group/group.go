@@ -180,9 +180,12 @@ func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 }
 
 // Out is a declared output whose records are *M: its Emit accepts nothing
-// else, so emitting the wrong message type does not compile. It belongs to the
-// group that declared it: emitted from another group's handler, or as a zero
-// value, it is refused (the input is dead-lettered with reason misused-handle).
+// else, so emitting the wrong message type does not compile, and an M other
+// than the message the topology declares for the topic is refused when the
+// group is built. It belongs to the group that declared it: emitted from
+// another group's handler, as a zero value, or declared after the processor
+// was built, it is refused at its first use (the input is dead-lettered with
+// reason misused-handle); see handles.go for why not at build.
 type Out[M any, PM codecs.Message[M]] struct {
 	topic string
 	owner *handleOwner
