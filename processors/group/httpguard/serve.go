@@ -124,7 +124,7 @@ func newServer(ctx context.Context, l net.Listener, h http.Handler, opts []Opt) 
 	if !cfg.anyHost {
 		hosts := cfg.hosts
 		if len(hosts) == 0 {
-			hosts = append([]string{}, defaultHosts...)
+			hosts = defaultHosts()
 			if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
 				hosts = append(hosts, host)
 			}
