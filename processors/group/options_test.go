@@ -237,6 +237,17 @@ func TestMetricsAreOnTheProcessorsRegisterer(t *testing.T) {
 			t.Errorf("%s{group=%s} is on the default registry (%v), which neither processor was given", name, metricsGroup, v)
 		}
 	}
+	// Nothing of the group's at all on the default registry.
+	mfs, _ := prometheus.DefaultGatherer.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "group" && l.GetValue() == metricsGroup {
+					t.Errorf("%s{group=%s} is on the default registry", mf.GetName(), metricsGroup)
+				}
+			}
+		}
+	}
 	if v, _ := counterValue(t, reg1, "fencestream_records_processed_total", mine); v != 2 { // the ping and the tick
 		t.Errorf("records processed on the first registry = %v, want 2", v)
 	}
