@@ -216,7 +216,11 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return views.Run(ctx) })
 	g.Go(func() error { return visitsView.Run(ctx) })
 	g.Go(func() error {
-		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyLoop}, 30*time.Second, log)
+		var reg []group.Opt
+		if o.Registerer != nil {
+			reg = append(reg, group.Registerer(o.Registerer))
+		}
+		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyLoop}, 30*time.Second, log, reg...)
 	})
 	g.Go(func() error { return consumer.Run(ctx) })
 	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout, o.HTTP...) })

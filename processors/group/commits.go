@@ -18,15 +18,6 @@ import (
 // key's inputs in its envelope.
 const DefaultCommitPoll = time.Second
 
-// CommittedOffsets replaces where the kit learns the group's committed offset
-// per input partition (default: polled from the broker every
-// DefaultCommitPoll; with Tester: unknown, so only ReplayWindow bounds the
-// envelopes). next is the offset a restart would consume first; ok false
-// when unknown. For tests and measurements that emulate commits.
-func CommittedOffsets(f func(topic string, partition int32) (next int64, ok bool)) Opt {
-	return func(c *runConfig) { c.committed = f }
-}
-
 type topicPartition struct {
 	topic     string
 	partition int32

@@ -35,8 +35,8 @@ const (
 // that is what lets a redelivered input re-emit instead of being applied twice).
 type Context[S any, PS codecs.Message[S]] struct {
 	g    goka.Context
-	grp  *Group[S, PS]
-	orig any // the decoded input value, for dead-lettering
+	grp  *instance[S, PS] // the build of the group the callback runs in
+	orig any              // the decoded input value, for dead-lettering
 
 	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
 	envRead bool
@@ -97,7 +97,7 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 	case *kitpb.Envelope:
 		c.env = v
 	case *codecs.Poison:
-		stateUndecodable.WithLabelValues(c.grp.name).Inc()
+		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
 		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
 	}
 	return c.env
@@ -115,7 +115,7 @@ func (c *Context[S, PS]) State() PS {
 	c.stRead = true
 	st, err := unwrapState[S, PS](c.envelope())
 	if err != nil {
-		stateUndecodable.WithLabelValues(c.grp.name).Inc()
+		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
 		c.Logger().Error("group table value undecodable; starting from empty state", "err", err)
 		return nil
 	}
@@ -230,7 +230,7 @@ func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 	if cause != nil {
 		detail = cause.Error()
 	}
-	deadLetters.WithLabelValues(c.grp.name, c.Topic(), reason).Inc()
+	c.grp.m.deadLetters.WithLabelValues(c.grp.name, c.Topic(), reason).Inc()
 	c.Logger().Warn("dead-lettering record", "topic", c.Topic(), "offset", c.Offset(), "reason", reason, "err", detail)
 	c.send(&kitpb.Output{Topic: c.grp.deadLetter, Key: c.g.Key(), Value: value, Headers: []*kitpb.Header{
 		{Key: HeaderReason, Value: []byte(reason)},
@@ -291,11 +291,11 @@ func (c *Context[S, PS]) replayed(seq uint64, ordered bool) bool {
 			c.replay(env, cur, 0, seq)
 			return true
 		}
-		hlcStale.WithLabelValues(c.grp.name, c.Topic(), "duplicate").Inc()
+		c.grp.m.hlcStale.WithLabelValues(c.grp.name, c.Topic(), "duplicate").Inc()
 		c.DeadLetter(ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, seq, cur.GetOffset()))
 		return true
 	}
-	hlcStale.WithLabelValues(c.grp.name, c.Topic(), "stale").Inc()
+	c.grp.m.hlcStale.WithLabelValues(c.grp.name, c.Topic(), "stale").Inc()
 	c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, cur.GetSeq(), seq))
 	return true
 }
@@ -312,14 +312,14 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 	case sentFor(env, c.Topic(), c.Partition(), legacySeq) != nil:
 		outputs = sentFor(env, c.Topic(), c.Partition(), legacySeq).GetOutputs()
 	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)):
-		replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
+		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
 		return
 	default:
-		replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
+		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
 		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset, or beyond the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
 		return
 	}
-	replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()
+	c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()
 	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset()-int64(back), "outputs", len(outputs))
 	for _, o := range outputs {
 		if o.GetKey() == "" {

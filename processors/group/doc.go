@@ -91,6 +91,37 @@
 //
 // Windows (NewWindows) and state TTL (StateTTL) are built on stream-time timers.
 //
+// # Building: options, builds, metrics, handles
+//
+// A Group is a declaration plus registrations (New, Stream, Loop, Output,
+// Join, Lookup, OnTimer, windows); Processor builds one processor from it
+// and never writes to it, so building a group twice gives two independent
+// processors, each with its own options, stream time, timer index and
+// metrics. Options follow one recipe (franz-go's kgo), here and in every
+// kit package (ViewOpt, StreamOpt, statestore.Opt, httpguard.Opt): an
+// exported Opt is a function over an unexported config; one defaults
+// function (defaultRunConfig, defaultViewConfig) writes every default; one
+// validate checks the options together and refuses a bad one with an error
+// naming it (TimerBatch: must be at least 1, got 0); each option's doc names
+// the default it overrides.
+//
+// The package holds no mutable state. Every metric is created per processor
+// and registered on its Registerer (default prometheus.DefaultRegisterer);
+// processors sharing a registry share its collectors (an already registered
+// collector is reused), their series told apart by the group label.
+//
+// Handles (Out, LoopOut, Joined, Looked) belong to the group whose Output,
+// Loop, Join or Lookup returned them, and carry the message type. When the
+// group is built, every registration's message type — handlers' inputs,
+// outputs, joins, lookups, the table's state — is checked against the
+// message the topology declares for the topic (Topic.Value, when it is a
+// protobuf full name) and against the other registrations of the topic; a
+// mismatch is refused, naming the handle. Handlers hold handles in closures,
+// which the kit cannot inspect, so a zero handle, one of another group, or
+// one declared after the processor was built is refused at its first use:
+// the input is dead-lettered (reason misused-handle) and the processor goes
+// on.
+//
 // Goka's untyped API (any values, goka.Context) stays inside this package;
 // handlers see typed messages and a typed Context.
 package group

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 
@@ -14,7 +13,12 @@ import (
 // envelopeMagic precedes every envelope in a group table. No protobuf message
 // starts with a 0x00 byte (field number 0 is invalid), so a value without it is
 // bare application state written before envelopes existed.
-var envelopeMagic = []byte{0x00, 0x01}
+const envelopeMagic = "\x00\x01"
+
+// enveloped reports whether b starts with envelopeMagic.
+func enveloped(b []byte) bool {
+	return len(b) >= len(envelopeMagic) && string(b[:len(envelopeMagic)]) == envelopeMagic
+}
 
 // DefaultReplayWindow caps how many inputs per key and input partition the kit
 // remembers (with their outputs) by default. It remembers only those that can
@@ -65,7 +69,7 @@ func (envelopeCodec[S, PS]) Decode(data []byte) (any, error) {
 }
 
 func decodeEnvelope(data []byte) (*kitpb.Envelope, error) {
-	if !bytes.HasPrefix(data, envelopeMagic) {
+	if !enveloped(data) {
 		// Bare state from before envelopes: no cursors, so nothing is replayed.
 		return &kitpb.Envelope{State: append([]byte(nil), data...), HasState: true}, nil
 	}

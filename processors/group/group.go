@@ -25,31 +25,49 @@ type Group[S any, PS codecs.Message[S]] struct {
 	name       string
 	deadLetter string
 	log        *slog.Logger
-	edges      []goka.Edge
-	inputs     map[string]bool
-	outputs    map[string]bool
-	joins      map[string]bool
-	lookups    map[string]bool
-	loop       bool
-	loopTopic  string
-	err        error
+	// edges are the group's Goka edges, made per build: a callback binds to
+	// the instance it runs in (instance), never to the group.
+	edges     []func(*instance[S, PS]) goka.Edge
+	inputs    map[string]bool
+	outputs   map[string]bool
+	joins     map[string]bool
+	lookups   map[string]bool
+	loop      bool
+	loopTopic string
+	err       error
+	// undeclared is why a group whose declaration is derived (derive.go)
+	// cannot be built; nil for a declared group.
+	undeclared error
 	// id is what the handles the group hands out carry: a handle whose id is
-	// not the handler's group is refused (handles.go).
-	id *handleOwner
+	// not the handler's group is refused (handles.go). handles counts them;
+	// typedEdges are the message types its registrations bind to topics.
+	id         *handleOwner
+	handles    int
+	typedEdges []typedEdge
 	// rekeys maps "from\x00to" to why that write is refused: a key change
 	// the topology declares no Boundary for (flows.go).
 	rekeys map[string]error
-	// Timers (timers.go): whether the timer edges are in, the handlers, the
-	// partitions' stream time and the due-time index (set when the processor
-	// is built).
+	// Timers (timers.go): whether the timer edges are in, and the handlers.
 	timers    bool
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
-	clock     *streamClock
-	index     *timerIndex
 	ttl       time.Duration // StateTTL; 0: keys never expire
-	// rt is set when the processor is built (Processor's options).
-	rt runtime
+}
+
+// instance is one build of a group (Processor, Graph): what the group
+// registered, plus what its callbacks keep and read at run time — the
+// processor's options, the partitions' stream time, the due-time index and
+// the metrics. Building never writes to the Group, so two builds of one
+// group are two independent processors.
+type instance[S any, PS codecs.Message[S]] struct {
+	*Group[S, PS]
+	rt    runtime
+	clock *streamClock
+	index *timerIndex // nil when the group has no timers
+	m     *metrics
+	// handles is how many handles the group had made when this build was
+	// made: a later one is not in its graph (it shadows Group.handles).
+	handles int
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -69,26 +87,34 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 		log = slog.Default()
 	}
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
-		clock: newStreamClock(), id: &handleOwner{group: name},
-		rt: runtime{window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval}}
+		id: &handleOwner{group: name}}
 	decl, ok := topo.Processor(name)
 	if !ok {
-		g.err = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
-		return g
+		// Undeclared: the group derives its declaration from what its
+		// handlers register (Declaration); building a processor of it
+		// needs a topology that declares it (host.Compose does).
+		g.undeclared = fmt.Errorf("group %s: not declared in topology %s", name, topo.Name)
+		decl = derivedBase(topo, name)
 	}
 	g.decl = decl
 	g.loopTopic = decl.Loop
 	g.rekeys = undeclaredRekeys(topo, decl)
 	for _, o := range decl.Emits {
 		if o == topology.TopicDeadLetter {
-			g.edges = append(g.edges, goka.Output(goka.Stream(o), new(codec.Bytes)))
+			g.edge(goka.Output(goka.Stream(o), new(codec.Bytes)))
 			g.outputs[o] = true
 		}
 	}
 	if decl.Table != "" {
-		g.edges = append(g.edges, goka.Persist(envelopeCodec[S, PS]{}))
+		g.typed("the group table's state", decl.Table, msgName[S, PS]())
+		g.edge(goka.Persist(envelopeCodec[S, PS]{}))
 	}
 	return g
+}
+
+// edge adds an edge without a callback, the same in every build.
+func (g *Group[S, PS]) edge(e goka.Edge) {
+	g.edges = append(g.edges, func(*instance[S, PS]) goka.Edge { return e })
 }
 
 // Name is the group name.
@@ -97,9 +123,24 @@ func (g *Group[S, PS]) Name() string { return g.name }
 // StreamOpt configures a stream (or loop) input whose values are *M.
 type StreamOpt[M any, PM codecs.Message[M]] func(*streamConfig[M, PM])
 
+// streamConfig's zero value is the default: no order, no event time.
 type streamConfig[M any, PM codecs.Message[M]] struct {
 	hlc       func(PM) uint64
 	eventTime func(PM) time.Time
+	// set records which options were given, so a nil function is refused
+	// rather than taken for the default.
+	hlcSet, eventTimeSet bool
+}
+
+func (c *streamConfig[M, PM]) validate() error {
+	var errs []error
+	if c.hlcSet && c.hlc == nil {
+		errs = append(errs, errors.New("OrderedByHLC: nil function"))
+	}
+	if c.eventTimeSet && c.eventTime == nil {
+		errs = append(errs, errors.New("EventTime: nil function"))
+	}
+	return errors.Join(errs...)
 }
 
 // OrderedByHLC declares that hlc(msg) is the input's hybrid logical clock
@@ -114,7 +155,7 @@ type streamConfig[M any, PM codecs.Message[M]] struct {
 //   - any other HLC not above the last applied is dead-lettered (reason stale);
 //   - an HLC of 0 is dead-lettered (reason invalid).
 func OrderedByHLC[M any, PM codecs.Message[M]](hlc func(PM) uint64) StreamOpt[M, PM] {
-	return func(c *streamConfig[M, PM]) { c.hlc = hlc }
+	return func(c *streamConfig[M, PM]) { c.hlc, c.hlcSet = hlc, true }
 }
 
 // Stream registers the handler of a declared stream input whose values are *M.
@@ -122,32 +163,49 @@ func OrderedByHLC[M any, PM codecs.Message[M]](hlc func(PM) uint64) StreamOpt[M,
 // record is dead-lettered with reason "invalid" and processing continues.
 func Stream[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string, handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) {
 	g.inputs[topic] = true
-	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(g, handle, opts)))
+	g.typed("Stream "+topic+" handler", topic, msgName[M, PM]())
+	sc := streamOpts(g, topic, opts)
+	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
+		return goka.Input(goka.Stream(topic), codecs.For[M, PM](), wrap(in, handle, sc))
+	})
 }
 
 // Loop registers the handler of the group's loop topic (values *M) and returns
 // the handle that sends to it.
 func Loop[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(c *Context[S, PS], msg PM) error, opts ...StreamOpt[M, PM]) LoopOut[M, PM] {
 	g.loop = true
-	g.edges = append(g.edges, goka.Loop(codecs.For[M, PM](), wrap(g, handle, opts)))
-	return LoopOut[M, PM]{owner: g.id}
+	if g.loopTopic != "" {
+		g.typed("Loop handler", g.loopTopic, msgName[M, PM]())
+	}
+	sc := streamOpts(g, "loop", opts)
+	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
+		return goka.Loop(codecs.For[M, PM](), wrap(in, handle, sc))
+	})
+	owner, seq := g.newHandle()
+	return LoopOut[M, PM]{owner: owner, seq: seq}
 }
 
 // Out is a declared output whose records are *M: its Emit accepts nothing
-// else, so emitting the wrong message type does not compile. It belongs to the
-// group that declared it: emitted from another group's handler, or as a zero
-// value, it is refused (the input is dead-lettered with reason misused-handle).
+// else, so emitting the wrong message type does not compile, and an M other
+// than the message the topology declares for the topic is refused when the
+// group is built. It belongs to the group that declared it: emitted from
+// another group's handler, as a zero value, or declared after the processor
+// was built, it is refused at its first use (the input is dead-lettered with
+// reason misused-handle); see handles.go for why not at build.
 type Out[M any, PM codecs.Message[M]] struct {
 	topic string
 	owner *handleOwner
+	seq   int
 }
 
 // Output declares that the group emits *M values to topic and returns the
 // handle handlers emit through.
 func Output[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], topic string) Out[M, PM] {
 	g.outputs[topic] = true
-	g.edges = append(g.edges, goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
-	return Out[M, PM]{topic: topic, owner: g.id}
+	g.typed("Output "+topic, topic, msgName[M, PM]())
+	g.edge(goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
+	owner, seq := g.newHandle()
+	return Out[M, PM]{topic: topic, owner: owner, seq: seq}
 }
 
 // Topic is the output topic.
@@ -156,7 +214,7 @@ func (o Out[M, PM]) Topic() string { return o.topic }
 // Emit produces msg under key from the handler whose context is c. An invalid
 // key never reaches the broker: the input record is dead-lettered instead.
 func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) {
-	if err := c.checkHandle(o.owner, "Out "+o.topic); err != nil {
+	if err := c.checkHandle(o.owner, o.seq, "Out "+o.topic); err != nil {
 		return
 	}
 	c.emit(o.topic, key, msg)
@@ -164,12 +222,15 @@ func (o Out[M, PM]) Emit(c Emitter, key string, msg PM) {
 
 // LoopOut sends *M records to the group's own loop topic. Like Out, it belongs
 // to the group whose Loop returned it.
-type LoopOut[M any, PM codecs.Message[M]] struct{ owner *handleOwner }
+type LoopOut[M any, PM codecs.Message[M]] struct {
+	owner *handleOwner
+	seq   int
+}
 
 // Send loops msg back to the group under key (a re-key: the topology must
 // declare the boundary).
 func (l LoopOut[M, PM]) Send(c Emitter, key string, msg PM) {
-	if err := c.checkHandle(l.owner, "LoopOut"); err != nil {
+	if err := c.checkHandle(l.owner, l.seq, "LoopOut"); err != nil {
 		return
 	}
 	c.loopback(key, msg)
@@ -180,7 +241,7 @@ func (l LoopOut[M, PM]) Send(c Emitter, key string, msg PM) {
 type Emitter interface {
 	emit(topic, key string, msg protov2.Message)
 	loopback(key string, msg protov2.Message)
-	checkHandle(owner *handleOwner, what string) error
+	checkHandle(owner *handleOwner, seq int, what string) error
 }
 
 // Visit is a registered visit whose metadata is T.
@@ -197,8 +258,15 @@ func (v Visit[T]) Run(ctx context.Context, p *Processor, meta T) error {
 // emits belongs in a timer (Context.SetTimer, OnTimer), which runs as a record
 // and is effectively-once.
 func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, visit func(c *Context[S, PS], meta T)) Visit[T] {
-	g.edges = append(g.edges, goka.Visitor(name, func(gctx goka.Context, meta any) {
-		c := &Context[S, PS]{g: gctx, grp: g}
+	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
+		return goka.Visitor(name, visitCallback(in, name, visit))
+	})
+	return Visit[T]{name: name}
+}
+
+func visitCallback[S any, PS codecs.Message[S], T any](in *instance[S, PS], name string, visit func(c *Context[S, PS], meta T)) goka.ProcessCallback {
+	return func(gctx goka.Context, meta any) {
+		c := &Context[S, PS]{g: gctx, grp: in}
 		m, ok := meta.(T)
 		if !ok && meta != nil {
 			c.Logger().Error("visit skipped: metadata of the wrong type", "visitor", name, "got", fmt.Sprintf("%T", meta), "want", fmt.Sprintf("%T", m))
@@ -208,18 +276,27 @@ func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, v
 			c.Logger().Error("visit failed", "visitor", name, "err", err)
 		}
 		c.commit(0, false)
-	}))
-	return Visit[T]{name: name}
+	}
 }
 
-func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], handle func(*Context[S, PS], PM) error, opts []StreamOpt[M, PM]) goka.ProcessCallback {
+// streamOpts applies a stream's options; an invalid one makes the group
+// refuse to build.
+func streamOpts[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, PS], topic string, opts []StreamOpt[M, PM]) streamConfig[M, PM] {
 	var sc streamConfig[M, PM]
 	for _, o := range opts {
 		o(&sc)
 	}
+	if err := sc.validate(); err != nil {
+		g.err = errors.Join(g.err, fmt.Errorf("group %s stream %s: %w", g.name, topic, err))
+	}
+	return sc
+}
+
+// wrap is the Goka callback of a stream (or loop) handler in one build.
+func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[S, PS], handle func(*Context[S, PS], PM) error, sc streamConfig[M, PM]) goka.ProcessCallback {
 	return func(gctx goka.Context, value any) {
 		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
-		recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
+		g.m.recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
 		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
 			c.DeadLetter(badKey(gctx, err))
 			return
@@ -241,7 +318,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Group[S, 
 				reason := ReasonInvalid
 				if errors.Is(err, ErrFutureHLC) {
 					reason = ReasonFutureHLC
-					hlcStale.WithLabelValues(g.name, c.Topic(), "future").Inc()
+					g.m.hlcStale.WithLabelValues(g.name, c.Topic(), "future").Inc()
 				}
 				c.DeadLetter(reason, err)
 				return
@@ -281,10 +358,25 @@ func (rt runtime) checkHLC(h uint64) error {
 }
 
 // Graph returns the Goka group graph after checking that its edges are exactly
-// the topology's declaration of this group.
+// the topology's declaration of this group. Its callbacks belong to a build
+// of their own with the default options, registering no metrics: Graph is
+// for inspecting a group; Processor builds the one that runs.
 func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
+	cfg := defaultRunConfig()
+	m, err := newMetrics(nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.graph(g.instance(&cfg, m, nil))
+}
+
+// graph checks the group against its declaration and makes in's Goka graph.
+func (g *Group[S, PS]) graph(in *instance[S, PS]) (*goka.GroupGraph, error) {
 	if g.err != nil {
 		return nil, g.err
+	}
+	if g.undeclared != nil {
+		return nil, g.undeclared
 	}
 	var problems []string
 	want := map[string]bool{}
@@ -311,6 +403,7 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 			problems = append(problems, "output "+s+" is not declared in the topology")
 		}
 	}
+	problems = append(problems, g.typeProblems()...)
 	problems = append(problems, sameSet("joined table", g.decl.Joins, g.joins)...)
 	problems = append(problems, sameSet("looked-up table", g.decl.Lookups, g.lookups)...)
 	if !emits[g.deadLetter] {
@@ -326,7 +419,11 @@ func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
 		sort.Strings(problems)
 		return nil, fmt.Errorf("group %s does not match its topology declaration: %s", g.name, strings.Join(problems, "; "))
 	}
-	gg := goka.DefineGroup(goka.Group(g.name), g.edges...)
+	edges := make([]goka.Edge, len(g.edges))
+	for i, e := range g.edges {
+		edges[i] = e(in)
+	}
+	gg := goka.DefineGroup(goka.Group(g.name), edges...)
 	if err := gg.Validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}

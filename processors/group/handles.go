@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fencestream/fencestream/codecs"
 )
@@ -12,6 +15,63 @@ import (
 // was declared on. Handles compare owners by pointer, so two groups of the
 // same name built twice (two New calls) do not share handles either.
 type handleOwner struct{ group string }
+
+// What a group's handles and handlers are checked against, and when:
+//
+//   - When the group is built (Graph, Processor): every typed edge its
+//     registrations made — a stream or loop handler's message type, an
+//     Output's, a Join's or Lookup's, the table's state type — against the
+//     message the topology declares for that topic (Topic.Value, when it is
+//     a protobuf full name), and against the other registrations of the same
+//     topic. A handle of the wrong message type is refused there, naming it.
+//   - At first use (the input is dead-lettered, reason misused-handle, the
+//     processor goes on): a zero handle, one declared on another group, and
+//     one declared on this group after the running processor was built (it
+//     is not in that processor's graph). Handlers capture handles in
+//     closures, which Go does not let the kit inspect when building.
+
+// typedEdge is one message type a registration binds to a topic.
+type typedEdge struct {
+	what  string // as the refusal names it: "Output gt-out"
+	topic string
+	msg   protoreflect.FullName
+}
+
+func msgName[M any, PM codecs.Message[M]]() protoreflect.FullName {
+	return PM(new(M)).ProtoReflect().Descriptor().FullName()
+}
+
+// typed records a registration's message type for the build-time check.
+func (g *Group[S, PS]) typed(what, topic string, msg protoreflect.FullName) {
+	g.typedEdges = append(g.typedEdges, typedEdge{what: what, topic: topic, msg: msg})
+}
+
+// newHandle is the owner and sequence number of a handle made now.
+func (g *Group[S, PS]) newHandle() (*handleOwner, int) {
+	g.handles++
+	return g.id, g.handles
+}
+
+// typeProblems lists the registrations whose message type is not the one the
+// topology declares for their topic, or not the one another registration of
+// the topic uses.
+func (g *Group[S, PS]) typeProblems() []string {
+	var problems []string
+	first := map[string]typedEdge{}
+	for _, e := range g.typedEdges {
+		if t, ok := g.topo.Topic(e.topic); ok {
+			if declared := protoreflect.FullName(t.Value); strings.Contains(t.Value, ".") && declared.IsValid() && declared != e.msg {
+				problems = append(problems, fmt.Sprintf("%s is typed %s, but the topology declares %s as %s", e.what, e.msg, e.topic, declared))
+			}
+		}
+		if f, ok := first[e.topic]; ok && f.msg != e.msg {
+			problems = append(problems, fmt.Sprintf("%s is typed %s, but %s of the same topic is typed %s", e.what, e.msg, f.what, f.msg))
+			continue
+		}
+		first[e.topic] = e
+	}
+	return problems
+}
 
 // Errors of misused handles and failing handlers.
 var (
@@ -22,17 +82,20 @@ var (
 	ErrHandlerPanic = errors.New("handler panicked")
 )
 
-// checkHandle refuses a zero handle and one of another group. The refusal is
-// remembered for the input: when the handler returns, its state changes are
-// dropped and the input is dead-lettered once (reason misused-handle), so a
-// programming error is visible at its first record and never half-applied.
-func (c *Context[S, PS]) checkHandle(owner *handleOwner, what string) error {
+// checkHandle refuses a zero handle, one of another group and one declared
+// after this processor was built. The refusal is remembered for the input:
+// when the handler returns, its state changes are dropped and the input is
+// dead-lettered once (reason misused-handle), so a programming error is
+// visible at its first record and never half-applied.
+func (c *Context[S, PS]) checkHandle(owner *handleOwner, seq int, what string) error {
 	var err error
 	switch {
 	case owner == nil:
 		err = fmt.Errorf("%w: group %s used a zero %s; use the handle its Output, Loop, Join or Lookup call returned", ErrMisusedHandle, c.grp.name, what)
 	case owner != c.grp.id:
 		err = fmt.Errorf("%w: group %s used a %s declared on another group (%s); each group built declares its own handles, so keep them in the value that builds the group, not in package variables", ErrMisusedHandle, c.grp.name, what, owner.group)
+	case seq > c.grp.handles:
+		err = fmt.Errorf("%w: group %s used a %s declared after its processor was built; declare every handle before calling Processor", ErrMisusedHandle, c.grp.name, what)
 	default:
 		return nil
 	}
@@ -53,7 +116,7 @@ func (c *Context[S, PS]) run(handle func() error) (err error) {
 		r := recover()
 		switch {
 		case r != nil:
-			handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
+			c.grp.m.handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
 			c.Logger().Error("handler panicked; the input is dead-lettered and its state changes dropped",
 				"topic", c.Topic(), "offset", c.Offset(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			c.discard()
@@ -83,7 +146,7 @@ func (c *Context[S, PS]) discard() {
 func callTimer[S any, PS codecs.Message[S]](c *Context[S, PS], handle func(*Context[S, PS], Timer) error, tm Timer) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
+			c.grp.m.handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
 			c.Logger().Error("timer handler panicked", "timer", tm.Name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
 		}

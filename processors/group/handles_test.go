@@ -2,10 +2,12 @@ package group_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
@@ -117,4 +119,110 @@ func TestUndeclaredRekeyIsRefused(t *testing.T) {
 	if k, _, ok := h.out.Next(); !ok || k != "d1" {
 		t.Fatalf("same-key output after the refusal: %q %v", k, ok)
 	}
+}
+
+// loopTopology is the test topology with a loop of UInt64Value records.
+func loopTopology() *topology.Topology {
+	topo := testTopology(2)
+	loop := testGroup + "-loop"
+	topo.Topics = append(topo.Topics, topology.Topic{Name: loop, Key: "device_id", Value: "google.protobuf.UInt64Value", Partitions: 2, Cleanup: topology.CleanupDelete})
+	p := &topo.Processors[0]
+	p.Loop = loop
+	p.Flows = append(p.Flows, topology.Flow{From: topicIn, To: loop}, topology.Flow{From: loop, To: topicTab},
+		topology.Flow{From: loop, To: topicOut}, topology.Flow{From: loop, To: topology.TopicDeadLetter})
+	return topo
+}
+
+// buildable is a group of any state type.
+type buildable interface {
+	Graph() (*goka.GroupGraph, error)
+	Processor(context.Context, cluster.Config, ...group.Opt) (*group.Processor, error)
+}
+
+// A handle or handler of another message type than the topology declares
+// for its topic is refused when the group is built, naming it (before: it
+// built, and the records were read as the wrong type — a Trigger loop handler
+// fed UInt64Value records saw unknown fields, and nothing was dead-lettered).
+func TestHandlesOfTheWrongTypeAreRefusedAtBuild(t *testing.T) {
+	ignoreTrigger := func(*ctxT, *geofencepb.Trigger) error { return nil }
+	for _, tc := range []struct {
+		name  string
+		build func() buildable
+		want  []string
+	}{
+		{"output", func() buildable {
+			g := group.New[state](testTopology(2), testGroup, quiet)
+			group.Output[geofencepb.Ping](g, topicOut)
+			group.Stream(g, topicIn, ignorePing)
+			return g
+		}, []string{"Output gt-out is typed fencestream.v1.Ping, but the topology declares gt-out as fencestream.v1.Trigger"}},
+		{"two outputs of one topic", func() buildable {
+			g := validGroup(testTopology(2), ignorePing)
+			group.Output[geofencepb.Occupancy](g, topicOut)
+			return g
+		}, []string{"Output gt-out is typed fencestream.v1.Occupancy, but Output gt-out of the same topic is typed fencestream.v1.Trigger"}},
+		{"stream handler", func() buildable {
+			g := group.New[state](testTopology(2), testGroup, quiet)
+			group.Output[geofencepb.Trigger](g, topicOut)
+			group.Stream(g, topicIn, ignoreTrigger)
+			return g
+		}, []string{"Stream gt-in handler is typed fencestream.v1.Trigger, but the topology declares gt-in as fencestream.v1.Ping"}},
+		{"loop handler", func() buildable {
+			g := validGroup(loopTopology(), ignorePing)
+			group.Loop(g, ignoreTrigger)
+			return g
+		}, []string{"Loop handler is typed fencestream.v1.Trigger, but the topology declares gt-loop as google.protobuf.UInt64Value"}},
+		{"table state", func() buildable {
+			g := group.New[geofencepb.Occupancy](testTopology(2), testGroup, quiet)
+			group.Output[geofencepb.Trigger](g, topicOut)
+			group.Stream(g, topicIn, func(*group.Context[geofencepb.Occupancy, *geofencepb.Occupancy], *geofencepb.Ping) error { return nil })
+			return g
+		}, []string{"the group table's state is typed fencestream.v1.Occupancy, but the topology declares gt-table as fencestream.v1.DeviceState"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.build()
+			_, gerr := g.Graph()
+			_, perr := g.Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t)))
+			for _, err := range []error{gerr, perr} {
+				for _, w := range tc.want {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("want an error containing %q, got %v", w, err)
+					}
+				}
+			}
+		})
+	}
+	// The same declaration with the right types builds.
+	g := validGroup(loopTopology(), ignorePing)
+	group.Loop(g, func(*ctxT, *wrapperspb.UInt64Value) error { return nil })
+	if _, err := g.Graph(); err != nil {
+		t.Fatalf("the well-typed loop group: %v", err)
+	}
+}
+
+// A handle declared after the group's processor was built is not in that
+// processor's graph: its first use is refused, naming why (before: it was
+// used as if it had been declared before).
+func TestHandleDeclaredAfterBuildIsRefusedAtUse(t *testing.T) {
+	var late outT
+	g := validGroupOut(testTopology(2), func(out outT, c *ctxT, p *geofencepb.Ping) error {
+		if c.Key() == "late" {
+			late.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+			return nil
+		}
+		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+		return nil
+	})
+	tt := tester.New(t)
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late = group.Output[geofencepb.Trigger](g, topicOut)
+	runUntilCleanup(t, proc.Run)
+	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
+	p := &geofencepb.Ping{DeviceId: "late"}
+	tt.Consume(topicIn, "late", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "late", group.ReasonMisusedHandle, "declared after its processor was built", p)
+	h.noMore(t)
 }

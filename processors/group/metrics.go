@@ -8,43 +8,97 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics shared by every group. They are created unregistered and
-// registered on the Registerer a processor is built with (default
-// prometheus.DefaultRegisterer, which the binaries serve on /metrics).
-var (
-	recordsProcessed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_records_processed_total",
-		Help: "Records handed to a group's callbacks, per input topic and partition (the per-partition counts give skew).",
-	}, []string{"group", "topic", "partition"})
-	deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_deadletters_total",
-		Help: "Records routed to the dead-letter topic, by reason.",
-	}, []string{"group", "topic", "reason"})
-	hlcStale = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_hlc_stale_total",
-		Help: "New records whose HLC did not increase for their key, dead-lettered (stale: lower; duplicate: the same HLC as the last applied, different bytes).",
-	}, []string{"group", "topic", "kind"})
-	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_replayed_inputs_total",
-		Help: "Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets or more inputs between two commits than the replay window; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
-	}, []string{"group", "topic", "result"})
-	handlerPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_handler_panics_total",
-		Help: "Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
-	}, []string{"group", "topic"})
-	stateDamaged = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_state_damaged_total",
-		Help: "Local tables found damaged (unreadable, missing files), moved aside as <table>.damaged-<time> and rebuilt from their changelog.",
-	}, []string{"group"})
-	processorRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_processor_restarts_total",
-		Help: "Times a group's Goka processor stopped on an error retrying can fix (brokers unreachable, a damaged table) and was rebuilt.",
-	}, []string{"group"})
-	stateUndecodable = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_state_undecodable_total",
-		Help: "Group-table values that could not be decoded and were reset.",
-	}, []string{"group"})
-)
+// metrics are the kit's counters of one processor, registered on the
+// Registerer it was built with (Registerer; default
+// prometheus.DefaultRegisterer, which the binaries serve on /metrics). The
+// package holds none: two processors on two registries each count only
+// their own records. Two processors on one registry share its collectors
+// (registerOn reuses what is already there), their series told apart by the
+// group label.
+type metrics struct {
+	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
+	stateDamaged, processorRestarts, stateUndecodable,
+	timersFired, timerErrors, timerTicks, lateRecords *prometheus.CounterVec
+	recovery *recoveryCollector
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// newMetrics creates the kit's metrics and registers them on reg (nil: not
+// registered, as for Graph's throwaway build).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		recordsProcessed: counterVec("fencestream_records_processed_total",
+			"Records handed to a group's callbacks, per input topic and partition (the per-partition counts give skew).",
+			"group", "topic", "partition"),
+		deadLetters: counterVec("fencestream_deadletters_total",
+			"Records routed to the dead-letter topic, by reason.", "group", "topic", "reason"),
+		hlcStale: counterVec("fencestream_hlc_stale_total",
+			"New records whose HLC did not increase for their key, dead-lettered (stale: lower; duplicate: the same HLC as the last applied, different bytes).",
+			"group", "topic", "kind"),
+		replays: counterVec("fencestream_replayed_inputs_total",
+			"Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets or more inputs between two commits than the replay window; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
+			"group", "topic", "result"),
+		handlerPanics: counterVec("fencestream_handler_panics_total",
+			"Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
+			"group", "topic"),
+		stateDamaged: counterVec("fencestream_state_damaged_total",
+			"Local tables found damaged (unreadable, missing files), moved aside as <table>.damaged-<time> and rebuilt from their changelog.",
+			"group"),
+		processorRestarts: counterVec("fencestream_processor_restarts_total",
+			"Times a group's Goka processor stopped on an error retrying can fix (brokers unreachable, a damaged table) and was rebuilt.",
+			"group"),
+		stateUndecodable: counterVec("fencestream_state_undecodable_total",
+			"Group-table values that could not be decoded and were reset.", "group"),
+		timersFired: counterVec("fencestream_timers_fired_total",
+			"Timers fired, by clock (stream or wall).", "group", "kind"),
+		timerErrors: counterVec("fencestream_timer_errors_total",
+			"Timer handlers that returned an error (the timer is consumed; the error is logged).", "group"),
+		timerTicks: counterVec("fencestream_timer_ticks_sent_total",
+			"Ticks sent to a group's timer topic for keys with due timers.", "group"),
+		lateRecords: counterVec("fencestream_window_late_records_total",
+			"Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
+			"group", "windows"),
+		recovery: newRecoveryCollector(),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
+		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords} {
+		var err error
+		*c, err = registerOn(reg, *c)
+		errs = append(errs, err)
+	}
+	var err error
+	m.recovery, err = registerOn(reg, m.recovery)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("registering the kit's metrics: %w", err)
+	}
+	return m, nil
+}
+
+// registerOn registers c on reg, or returns the collector of the same
+// description reg already holds (another processor's, or an earlier build's),
+// so processors sharing a registry share its series instead of failing.
+func registerOn[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+		return c, fmt.Errorf("%w: the registered collector is a %T", err, are.ExistingCollector)
+	}
+	return c, err
+}
 
 func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }
 
@@ -66,24 +120,3 @@ const (
 	// than its input's, and the topology declares no Boundary for that flow.
 	ReasonUndeclaredRekey = "undeclared-rekey"
 )
-
-// collectors are every metric the kit exports.
-func collectors() []prometheus.Collector {
-	return []prometheus.Collector{recordsProcessed, deadLetters, hlcStale, replays, stateUndecodable, handlerPanics, stateDamaged, processorRestarts,
-		partitionRecords, topicSkew, topicSkewAlert, recovery}
-}
-
-// RegisterMetrics registers the kit's metrics on reg. Registering them again
-// on the same registerer is harmless; Processor and RunSkewReporter call it.
-func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range collectors() {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				continue
-			}
-			return fmt.Errorf("registering the kit's metrics: %w", err)
-		}
-	}
-	return nil
-}

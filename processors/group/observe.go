@@ -2,6 +2,8 @@ package group
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -16,20 +18,35 @@ import (
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-var (
-	partitionRecords = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "fencestream_partition_records",
-		Help: "Records held by each partition of a topic, from broker offsets (end - start).",
-	}, []string{"topic", "partition"})
-	topicSkew = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "fencestream_topic_skew",
-		Help: "Max over partitions / mean over partitions of a topic's records; above 3 is an alert.",
-	}, []string{"topic"})
-	topicSkewAlert = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "fencestream_topic_skew_alert",
-		Help: "1 when a topic's skew is above the alert threshold (3), else 0.",
-	}, []string{"topic"})
-)
+// skewMetrics are the skew reporter's gauges.
+type skewMetrics struct{ partitionRecords, topicSkew, topicSkewAlert *prometheus.GaugeVec }
+
+func newSkewMetrics(reg prometheus.Registerer) (*skewMetrics, error) {
+	m := &skewMetrics{
+		partitionRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencestream_partition_records",
+			Help: "Records held by each partition of a topic, from broker offsets (end - start).",
+		}, []string{"topic", "partition"}),
+		topicSkew: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencestream_topic_skew",
+			Help: "Max over partitions / mean over partitions of a topic's records; above 3 is an alert.",
+		}, []string{"topic"}),
+		topicSkewAlert: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencestream_topic_skew_alert",
+			Help: "1 when a topic's skew is above the alert threshold (3), else 0.",
+		}, []string{"topic"}),
+	}
+	var errs []error
+	for _, g := range []**prometheus.GaugeVec{&m.partitionRecords, &m.topicSkew, &m.topicSkewAlert} {
+		var err error
+		*g, err = registerOn(reg, *g)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("registering the skew metrics: %w", err)
+	}
+	return m, nil
+}
 
 // minSkewMean is the mean records per partition below which the reporter does
 // not alert.
@@ -38,11 +55,21 @@ const minSkewMean = 10
 // RunSkewReporter measures the skew of topics from broker offsets every interval
 // until ctx ends, exporting fencestream_partition_records and
 // fencestream_topic_skew, and logging a warning when a topic crosses the alert.
-func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, every time.Duration, log *slog.Logger) error {
+// Of opts it reads Registerer (default prometheus.DefaultRegisterer), where the
+// gauges are registered.
+func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, every time.Duration, log *slog.Logger, opts ...Opt) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := RegisterMetrics(prometheus.DefaultRegisterer); err != nil {
+	cfg := defaultRunConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.registerer == nil {
+		return errors.New("skew reporter: Registerer: nil registerer")
+	}
+	sm, err := newSkewMetrics(cfg.registerer)
+	if err != nil {
 		return err
 	}
 	kopts, err := cl.Kgo()
@@ -70,9 +97,9 @@ func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, ev
 				continue
 			}
 			for p, n := range s.Counts {
-				partitionRecords.WithLabelValues(topic, strconv.Itoa(int(p))).Set(float64(n))
+				sm.partitionRecords.WithLabelValues(topic, strconv.Itoa(int(p))).Set(float64(n))
 			}
-			topicSkew.WithLabelValues(topic).Set(s.Ratio)
+			sm.topicSkew.WithLabelValues(topic).Set(s.Ratio)
 			alert := 0.0
 			// Below a few records per partition the ratio is noise, not a hot key.
 			if s.Alert() && s.Mean >= minSkewMean {
@@ -82,7 +109,7 @@ func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, ev
 				}
 			}
 			alerting[topic] = alert == 1
-			topicSkewAlert.WithLabelValues(topic).Set(alert)
+			sm.topicSkewAlert.WithLabelValues(topic).Set(alert)
 		}
 		select {
 		case <-ctx.Done():
@@ -92,31 +119,60 @@ func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, ev
 	}
 }
 
-// running holds the processors of this process, for the recovery collector.
-var running sync.Map // *Processor → struct{}
-
-type recoveryCollector struct{ remaining, recovered *prometheus.Desc }
-
-var recovery = recoveryCollector{
-	remaining: prometheus.NewDesc("fencestream_table_recovery_remaining_records",
-		"Records of a group-table partition still to recover (hwm - offset); 0 once recovered.", []string{"group", "partition", "mode"}, nil),
-	recovered: prometheus.NewDesc("fencestream_table_recovered",
-		"1 when a group-table partition of this instance has recovered (active or hot standby).", []string{"group", "partition", "mode"}, nil),
+// recoveryCollector reports the table recovery of the processors that run
+// with it: one per registry, shared by the processors registered there.
+type recoveryCollector struct {
+	remaining, recovered *prometheus.Desc
+	mu                   sync.Mutex
+	procs                map[*Processor]struct{}
 }
 
-func (c recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+func newRecoveryCollector() *recoveryCollector {
+	return &recoveryCollector{
+		remaining: prometheus.NewDesc("fencestream_table_recovery_remaining_records",
+			"Records of a group-table partition still to recover (hwm - offset); 0 once recovered.", []string{"group", "partition", "mode"}, nil),
+		recovered: prometheus.NewDesc("fencestream_table_recovered",
+			"1 when a group-table partition of this instance has recovered (active or hot standby).", []string{"group", "partition", "mode"}, nil),
+		procs: map[*Processor]struct{}{},
+	}
+}
+
+// running adds p to what c reports, until the returned func is called.
+func (c *recoveryCollector) running(p *Processor) (done func()) {
+	c.mu.Lock()
+	c.procs[p] = struct{}{}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.procs, p)
+		c.mu.Unlock()
+	}
+}
+
+func (c *recoveryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.remaining
 	ch <- c.recovered
 }
 
-func (c recoveryCollector) Collect(ch chan<- prometheus.Metric) {
-	running.Range(func(k, _ any) bool {
-		p := k.(*Processor)
+func (c *recoveryCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	procs := make([]*Processor, 0, len(c.procs))
+	for p := range c.procs {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	// Two processors of one group in a process (tests do it) report the same
+	// labels: their partitions are summed (remaining) and the least recovered
+	// wins, one series each, as the registry requires.
+	type series struct{ rem, done float64 }
+	var order [][3]string
+	all := map[[3]string]*series{}
+	for _, p := range procs {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		st := p.gp().StatsWithContext(ctx)
 		cancel()
 		if st == nil {
-			return true
+			continue
 		}
 		for part, pp := range st.Group {
 			if pp == nil || pp.TableStats == nil {
@@ -127,7 +183,6 @@ func (c recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 			if ts.RunMode != 0 {
 				mode = "standby"
 			}
-			labels := []string{p.name, strconv.Itoa(int(part)), mode}
 			rem := 0.0
 			if ts.Recovery != nil && ts.Recovery.Hwm > ts.Recovery.Offset+1 {
 				rem = float64(ts.Recovery.Hwm - ts.Recovery.Offset - 1)
@@ -136,9 +191,18 @@ func (c recoveryCollector) Collect(ch chan<- prometheus.Metric) {
 			if ts.Status == goka.PartitionRunning {
 				done = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, rem, labels...)
-			ch <- prometheus.MustNewConstMetric(c.recovered, prometheus.GaugeValue, done, labels...)
+			k := [3]string{p.name, strconv.Itoa(int(part)), mode}
+			if s := all[k]; s != nil {
+				s.rem, s.done = s.rem+rem, min(s.done, done)
+				continue
+			}
+			all[k] = &series{rem, done}
+			order = append(order, k)
 		}
-		return true
-	})
+	}
+	for _, k := range order {
+		s := all[k]
+		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, s.rem, k[:]...)
+		ch <- prometheus.MustNewConstMetric(c.recovered, prometheus.GaugeValue, s.done, k[:]...)
+	}
 }

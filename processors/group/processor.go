@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
@@ -37,6 +35,7 @@ type Processor struct {
 	dir     string // the state directory, locked while Run runs ("" with Tester)
 	health  *health
 	retry   retryConfig
+	m       *metrics
 }
 
 // gp is the current Goka processor.
@@ -105,8 +104,10 @@ func (p *Processor) WaitForReadyContext(ctx context.Context) error {
 // Processor checks the topology against the broker (creating missing topics
 // unless NoCreateTopics), ties the state directory to the broker's cluster id,
 // and builds the Goka processor with the pinned hasher and oldest-offset start.
+// It does not change g: each call builds a processor of its own (its options,
+// stream time, timer index and metrics), sharing only what g registered.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := runConfig{retry: retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset}, window: DefaultReplayWindow, maxSkew: DefaultMaxSkew, now: time.Now, registerer: prometheus.DefaultRegisterer, maxTimers: DefaultMaxTimers, timerEvery: DefaultTimerInterval, timerBatch: DefaultTimerBatch}
+	cfg := defaultRunConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,23 +119,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err := g.topo.Validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
-	g.rt = runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}
 	var commits *commitWatch
 	if cfg.committed == nil && cfg.tester == nil {
 		commits = &commitWatch{}
-		g.rt.committed = commits.committed
 	}
-	g.clock.idle = cfg.idle
-	if err := RegisterMetrics(cfg.registerer); err != nil {
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
-	gg, err := g.Graph()
-	if err != nil {
-		return nil, err
-	}
-	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
-	// Goka's default would drop it silently.
-	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
 	// The due-time index of the group's timers sees the table's stores (it is
 	// built from each partition's store once recovered) and the assignment.
 	var idx *timerIndex
@@ -143,7 +135,17 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
 		indexed = idx.storageBuilder
 	}
-	g.index = idx
+	in := g.instance(&cfg, m, idx)
+	if commits != nil {
+		in.rt.committed = commits.committed
+	}
+	gg, err := g.graph(in)
+	if err != nil {
+		return nil, err
+	}
+	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
+	// Goka's default would drop it silently.
+	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
 	var newEmitter func() (*goka.Emitter, error)
 	health := newHealth()
 	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
@@ -183,8 +185,8 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 				goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
-		sb, err := statestore.Builder(cfg.storageKind(), dir, statestore.Logger(g.log),
-			statestore.OnDamaged(func(string, string, error) { stateDamaged.WithLabelValues(g.name).Inc() }),
+		sb, err := statestore.Builder(cfg.storage, dir, statestore.Logger(g.log),
+			statestore.OnDamaged(func(string, string, error) { m.stateDamaged.WithLabelValues(g.name).Inc() }),
 			statestore.OnUnwritable(func(err error) {
 				health.setFatal(err)
 				if proc := built.Load(); proc != nil {
@@ -225,14 +227,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl}
+	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl, m: m}
 	if cfg.tester != nil {
 		proc.build = nil // the tester's processor runs once
 	}
 	proc.cur.Store(p)
 	built.Store(proc)
 	if g.timers {
-		proc.timers = &timerDriver{name: g.name, every: cfg.timerEvery, batch: cfg.timerBatch, now: cfg.now, streamNow: g.clock.now,
+		proc.timers = &timerDriver{name: g.name, every: cfg.timerEvery, batch: cfg.timerBatch, now: cfg.now, streamNow: in.clock.now,
 			idx: idx, auto: cfg.tester == nil, log: g.log, newEmitter: newEmitter}
 		if cfg.tester != nil {
 			// Tests call FireTimers without Run; the tester's producer costs nothing.
@@ -261,8 +263,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		defer func() { _ = lock.Release() }()
 	}
 	p.log.Info("processor starting")
-	running.Store(p, struct{}{})
-	defer running.Delete(p)
+	defer p.m.recovery.running(p)()
 	if p.commits != nil {
 		pollCtx, stopPoll := context.WithCancel(ctx)
 		polled := make(chan struct{})
@@ -294,4 +295,10 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 	}
 	p.log.Info("processor stopped")
 	return nil
+}
+
+// instance makes a build of g with the options of cfg.
+func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
+	return &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles,
+		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}}
 }

@@ -30,12 +30,6 @@ const (
 	DefaultRestartReset = 30 * time.Second
 )
 
-// RestartBackoff sets the first and the longest wait before a failed Goka
-// processor is rebuilt (default DefaultRestartMin, DefaultRestartMax).
-func RestartBackoff(first, longest time.Duration) Opt {
-	return func(c *runConfig) { c.retry.min, c.retry.max = first, longest }
-}
-
 type retryConfig struct{ min, max, reset time.Duration }
 
 func (r retryConfig) validate() error {
@@ -209,4 +203,6 @@ func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
 	}
 }
 
-func (p *Processor) restarts() interface{ Inc() } { return processorRestarts.WithLabelValues(p.name) }
+func (p *Processor) restarts() interface{ Inc() } {
+	return p.m.processorRestarts.WithLabelValues(p.name)
+}

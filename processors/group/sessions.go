@@ -85,7 +85,7 @@ type Sessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // nil when Add is never given a fold. Under EmitUpdates a merge also hands
 // over each absorbed session with Removed set (Kafka Streams' tombstone), so
 // a reader keyed by session start can drop it.
-func NewSessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec SessionSpec, set func(PS) *kitpb.WindowSet, merge func(into, from PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sessions[S, PS, A, PA] {
+func NewSessions[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec SessionSpec, set func(PS) *kitpb.WindowSet, merge func(into, from PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sessions[S, PS, A, PA] {
 	s := &Sessions[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, merge: merge, emit: emit, timer: kitTimerPrefix + "session/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s sessions %s: %w", g.name, name, err))
@@ -122,7 +122,7 @@ func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, val
 	}
 	if s.closes(merged.EndMs) < now {
 		ws.Late++
-		lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
 		errs = append(errs, fmt.Errorf("sessions %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

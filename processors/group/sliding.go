@@ -69,7 +69,7 @@ type Sliding[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // NewSliding registers a sliding-windowed aggregate named name (unique in the
 // group) on g; set and emit as for NewWindows (a Window's End is inclusive
 // here). combine may be nil when Add is never given a message.
-func NewSliding[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec SlidingSpec, set func(PS) *kitpb.WindowSet, combine func(acc, rec PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sliding[S, PS, A, PA] {
+func NewSliding[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec SlidingSpec, set func(PS) *kitpb.WindowSet, combine func(acc, rec PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sliding[S, PS, A, PA] {
 	s := &Sliding[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, combine: combine, emit: emit, timer: kitTimerPrefix + "sliding/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s sliding windows %s: %w", g.name, name, err))
@@ -133,7 +133,7 @@ func (s *Sliding[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	open := s.right(t).end > closed
 	if !open {
 		ws.Late++
-		lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
 		errs = append(errs, fmt.Errorf("sliding windows %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -4,13 +4,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/fencestream/fencestream/processors/group/statestore"
 )
-
-// Storage chooses the local store of the group table (default
-// statestore.Default; BENCHMARKS.md has the measurements behind it).
-func Storage(kind statestore.Kind) Opt { return func(c *runConfig) { c.storage = kind } }
 
 // DefaultProducerFlush is how long the processor's producer holds records to
 // batch them (Goka's default is 100 ms or 64 KB, whichever first; a trigger's
@@ -18,19 +12,9 @@ func Storage(kind statestore.Kind) Opt { return func(c *runConfig) { c.storage =
 // see BENCHMARKS.md.
 const DefaultProducerFlush = time.Millisecond
 
-// ProducerFlush sets how long the processor's producer batches records before
-// sending (default DefaultProducerFlush; 0 sends as soon as possible).
-func ProducerFlush(d time.Duration) Opt {
-	return func(c *runConfig) { c.flush = d; c.flushSet = true }
-}
-
 // producerConfig is sc with the processor's producer flush setting.
 func (c *runConfig) producerConfig(sc *sarama.Config) *sarama.Config {
-	d := DefaultProducerFlush
-	if c.flushSet {
-		d = c.flush
-	}
-	return WithProducerFlush(sc, d)
+	return WithProducerFlush(sc, c.flush)
 }
 
 // WithProducerFlush is a copy of sc whose producer sends a batch d after its
@@ -45,11 +29,4 @@ func WithProducerFlush(sc *sarama.Config, d time.Duration) *sarama.Config {
 		pc.Producer.Flush.Frequency, pc.Producer.Flush.Bytes, pc.Producer.Flush.Messages = 0, 0, 0
 	}
 	return &pc
-}
-
-func (c *runConfig) storageKind() statestore.Kind {
-	if c.storage == "" {
-		return statestore.Default
-	}
-	return c.storage
 }

@@ -77,7 +77,7 @@ type StreamJoin[S any, PS codecs.Message[S], L any, PL codecs.Message[L], R any,
 // arrives, and (LeftJoin, OuterJoin) for each unmatched record when its
 // window closes, with nil for the missing side. The group needs timers
 // declared.
-func NewStreamJoin[S any, PS codecs.Message[S], L any, PL codecs.Message[L], R any, PR codecs.Message[R]](g *Group[S, PS], name string, spec JoinSpec, set func(PS) *kitpb.JoinBuffer, pair func(c *Context[S, PS], st PS, l PL, r PR) error) *StreamJoin[S, PS, L, PL, R, PR] {
+func NewStreamJoin[L any, PL codecs.Message[L], R any, PR codecs.Message[R], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec JoinSpec, set func(PS) *kitpb.JoinBuffer, pair func(c *Context[S, PS], st PS, l PL, r PR) error) *StreamJoin[S, PS, L, PL, R, PR] {
 	j := &StreamJoin[S, PS, L, PL, R, PR]{g: g, name: name, spec: spec, set: set, pair: pair, timer: kitTimerPrefix + "join/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s join %s: %w", g.name, name, err))
@@ -115,7 +115,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 	errs := []error{j.advance(c, st, jb, now)}
 	if j.closes(t) < now {
 		jb.Late++
-		lateRecords.WithLabelValues(j.g.name, j.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(j.g.name, j.name).Inc()
 		errs = append(errs, fmt.Errorf("join %s: record at %s: %w (stream time %s)", j.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -43,7 +43,7 @@ func runStreamJoin(t *testing.T, spec group.JoinSpec, recs []joinRec, eager bool
 	t.Helper()
 	tt := tester.New(t)
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
-	g := group.New[kitpb.JoinBuffer](joinStreamsTopology(), testGroup, quiet)
+	g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
 		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {

@@ -13,7 +13,7 @@ import (
 // Context.EventTime returns it. Default: the stream carries no event time and
 // does not move stream time.
 func EventTime[M any, PM codecs.Message[M]](at func(PM) time.Time) StreamOpt[M, PM] {
-	return func(c *streamConfig[M, PM]) { c.eventTime = at }
+	return func(c *streamConfig[M, PM]) { c.eventTime, c.eventTimeSet = at, true }
 }
 
 // streamClock holds the stream time of the partitions this instance processes.
@@ -33,7 +33,9 @@ type partitionClock struct {
 	lastWall    time.Time // wall time of the last record, or of the first look
 }
 
-func newStreamClock() *streamClock { return &streamClock{parts: map[int32]*partitionClock{}} }
+func newStreamClock(idle time.Duration) *streamClock {
+	return &streamClock{parts: map[int32]*partitionClock{}, idle: idle}
+}
 
 // observe moves partition p's stream time to eventMs if that is later. An
 // event time ahead of the wall clock counts only up to the wall clock: one

@@ -14,19 +14,22 @@ import (
 type Joined[M any, PM codecs.Message[M]] struct {
 	table string
 	owner *handleOwner
+	seq   int
 }
 
 // Join declares that the group reads table (values *M) for its current key;
 // the topology declaration must list it under Joins.
 func Join[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Joined[M, PM] {
 	g.joins[table] = true
-	g.edges = append(g.edges, goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
-	return Joined[M, PM]{table: table, owner: g.id}
+	g.typed("Join "+table, table, msgName[M, PM]())
+	g.edge(goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
+	owner, seq := g.newHandle()
+	return Joined[M, PM]{table: table, owner: owner, seq: seq}
 }
 
 // Get returns the joined table's value for the key c is processing, or nil.
 func (j Joined[M, PM]) Get(c Reader) (PM, error) {
-	if err := c.checkHandle(j.owner, "Joined "+j.table); err != nil {
+	if err := c.checkHandle(j.owner, j.seq, "Joined "+j.table); err != nil {
 		return nil, err
 	}
 	v, err := StateOf[M, PM](c.join(j.table))
@@ -41,19 +44,22 @@ func (j Joined[M, PM]) Get(c Reader) (PM, error) {
 type Looked[M any, PM codecs.Message[M]] struct {
 	table string
 	owner *handleOwner
+	seq   int
 }
 
 // Lookup declares that the group reads table (values *M) for any key; the
 // topology declaration must list it under Lookups.
 func Lookup[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Looked[M, PM] {
 	g.lookups[table] = true
-	g.edges = append(g.edges, goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
-	return Looked[M, PM]{table: table, owner: g.id}
+	g.typed("Lookup "+table, table, msgName[M, PM]())
+	g.edge(goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
+	owner, seq := g.newHandle()
+	return Looked[M, PM]{table: table, owner: owner, seq: seq}
 }
 
 // Get returns the looked-up table's value for key, or nil.
 func (l Looked[M, PM]) Get(c Reader, key string) (PM, error) {
-	if err := c.checkHandle(l.owner, "Looked "+l.table); err != nil {
+	if err := c.checkHandle(l.owner, l.seq, "Looked "+l.table); err != nil {
 		return nil, err
 	}
 	v, err := StateOf[M, PM](c.lookup(l.table, key))
@@ -68,7 +74,7 @@ func (l Looked[M, PM]) Get(c Reader, key string) (PM, error) {
 type Reader interface {
 	join(table string) any
 	lookup(table, key string) any
-	checkHandle(owner *handleOwner, what string) error
+	checkHandle(owner *handleOwner, seq int, what string) error
 }
 
 func (c *Context[S, PS]) join(table string) any { return c.g.Join(goka.Table(table)) }

@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"math"
@@ -541,7 +540,7 @@ const offsetStorageKey = "__offset"
 // timers without decoding the rest. Values it does not recognise byte by byte
 // are decoded in full.
 func envelopeDue(v []byte) (due [2]int64, ok bool, err error) {
-	if !bytes.HasPrefix(v, envelopeMagic) {
+	if !enveloped(v) {
 		env, err := decodeEnvelope(v)
 		if err != nil {
 			return due, false, err

@@ -12,27 +12,10 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
-)
-
-var (
-	timersFired = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_timers_fired_total",
-		Help: "Timers fired, by clock (stream or wall).",
-	}, []string{"group", "kind"})
-	timerErrors = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_timer_errors_total",
-		Help: "Timer handlers that returned an error (the timer is consumed; the error is logged).",
-	}, []string{"group"})
-	timerTicks = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencestream_timer_ticks_sent_total",
-		Help: "Ticks sent to a group's timer topic for keys with due timers.",
-	}, []string{"group"})
 )
 
 // TimerKind says which clock a timer waits for.
@@ -206,7 +189,9 @@ func (g *Group[S, PS]) useTimers() {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s uses timers but its declaration names no timer topic: declare topology.TimersTopic(%q, ...) and set Timers: %q", g.name, g.name, topology.TimersTopicName(g.name)))
 		return
 	}
-	g.edges = append(g.edges, goka.Input(goka.Stream(topic), codecs.For[kitpb.Tick](), wrap(g, g.fireDue, nil)))
+	g.edges = append(g.edges, func(in *instance[S, PS]) goka.Edge {
+		return goka.Input(goka.Stream(topic), codecs.For[kitpb.Tick](), wrap(in, g.fireDue, streamConfig[kitpb.Tick, *kitpb.Tick]{}))
+	})
 }
 
 func isDue(t *kitpb.Timer, streamMs, wallMs int64) bool {
@@ -258,9 +243,9 @@ func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
 			c.Logger().Warn("timer has no handler; dropped", "timer", tm.Name)
 			continue
 		}
-		timersFired.WithLabelValues(g.name, tm.Kind.String()).Inc()
+		c.grp.m.timersFired.WithLabelValues(g.name, tm.Kind.String()).Inc()
 		if err := callTimer(c, handle, tm); err != nil {
-			timerErrors.WithLabelValues(g.name).Inc()
+			c.grp.m.timerErrors.WithLabelValues(g.name).Inc()
 			c.Logger().Error("timer handler failed; the timer is consumed", "timer", tm.Name, "at", tm.At.UTC(), "err", err)
 		}
 	}
@@ -393,7 +378,7 @@ func (p *Processor) FireTimers(ctx context.Context) error {
 			})
 		}
 		d.idx.ticksSent.Add(int64(len(keys)))
-		timerTicks.WithLabelValues(p.name).Add(float64(len(keys)))
+		p.m.timerTicks.WithLabelValues(p.name).Add(float64(len(keys)))
 	}
 	return nil
 }
@@ -415,27 +400,3 @@ func (p *Processor) driveTimers(stop <-chan struct{}) {
 		}
 	}
 }
-
-// MaxTimers sets how many timers one key may have at once (default
-// DefaultMaxTimers); SetTimer beyond it fails with ErrTooManyTimers. Timers
-// live in the key's table value, so the bound bounds the value.
-func MaxTimers(n int) Opt { return func(c *runConfig) { c.maxTimers = n } }
-
-// TimerInterval sets how often the processor looks for due timers (default
-// DefaultTimerInterval). A look reads only the due-time index, so it costs the
-// due timers, not the keys; a timer fires up to one interval late.
-func TimerInterval(d time.Duration) Opt { return func(c *runConfig) { c.timerEvery = d } }
-
-// TimerBatch sets how many ticks may be in flight per partition (default
-// DefaultTimerBatch): when many timers fall due at once, each look sends at
-// most this many per partition, so the ticks queued ahead of a partition's
-// input stay short, and the rest follow in later looks.
-func TimerBatch(n int) Opt { return func(c *runConfig) { c.timerBatch = n } }
-
-// IdleStreamTime makes a partition that has processed no record for d of wall
-// clock time have its stream time advanced to the wall clock (default: never;
-// stream time moves only with data, so stream-time timers of a partition whose
-// input stopped never fire). Use it when silence itself is the event, as in
-// the debouncer's TIMEOUT exits; choose d no shorter than the timeouts, so a
-// partition that is merely between records is not taken for idle.
-func IdleStreamTime(d time.Duration) Opt { return func(c *runConfig) { c.idle = d } }

@@ -30,6 +30,22 @@ func timerTopology(partitions int32) *topology.Topology {
 	return topo
 }
 
+// tableOf is topo with its table topic declared to hold value (the state
+// type the test's group keeps; the build refuses any other).
+func tableOf(topo *topology.Topology, value string) *topology.Topology {
+	for i := range topo.Topics {
+		if topo.Topics[i].Name == topicTab {
+			topo.Topics[i].Value = value
+		}
+	}
+	return topo
+}
+
+// windowTopology is timerTopology(1) for a group whose state is a WindowSet.
+func windowTopology() *topology.Topology {
+	return tableOf(timerTopology(1), "fencestream.kit.v1.WindowSet")
+}
+
 const base = int64(1_800_000_000_000)
 
 // timerHarness: every ping (Hlc = event time) sets stream timer "silence" one

@@ -54,7 +54,9 @@ type viewBackend interface {
 	Connected() bool
 }
 
-// ViewOpt configures NewView.
+// ViewOpt configures NewView. Every option overrides one default of
+// defaultViewConfig, which its doc names; viewConfig.validate checks them
+// together before anything is built.
 type ViewOpt func(*viewConfig)
 
 type viewConfig struct {
@@ -65,6 +67,11 @@ type viewConfig struct {
 	partial    bool
 	lockDir    string // the state directory Run locks (set by storageBuilder)
 }
+
+// defaultViewConfig is the one place the view's defaults are written: Goka's
+// view of every partition from a broker, in memory. The store's kind, when
+// ViewStorage does not choose it, follows ViewStateDir (storageBuilder).
+func defaultViewConfig() viewConfig { return viewConfig{} }
 
 // ViewTester reads from Goka's tester instead of a broker (default: a broker).
 func ViewTester(tt *tester.Tester) ViewOpt { return func(c *viewConfig) { c.tester = tt } }
@@ -94,7 +101,7 @@ func ViewPartitions(ps ...int32) ViewOpt {
 func (c *viewConfig) validate() error {
 	if c.partial {
 		if c.tester != nil {
-			return errors.New("ViewPartitions reads a broker; it cannot be used with ViewTester")
+			return errors.New("ViewPartitions: it reads a broker, so it cannot be used with ViewTester")
 		}
 		if len(c.partitions) == 0 {
 			return errors.New("ViewPartitions: no partitions")
@@ -107,7 +114,7 @@ func (c *viewConfig) validate() error {
 	}
 	if c.storage != "" {
 		if _, err := statestore.ParseKind(string(c.storage)); err != nil {
-			return err
+			return fmt.Errorf("ViewStorage: %w", err)
 		}
 	}
 	return nil
@@ -160,7 +167,7 @@ const (
 
 // NewView builds a view of table whose values are *M.
 func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts ...ViewOpt) (*View[M, PM], error) {
-	cfg := viewConfig{}
+	cfg := defaultViewConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}

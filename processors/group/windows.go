@@ -7,18 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
-
-var lateRecords = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "fencestream_window_late_records_total",
-	Help: "Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
-}, []string{"group", "windows"})
 
 // ErrLate is returned by Windows.Add for a record that falls only into
 // windows already closed. The record is counted (in the window set and in
@@ -176,8 +169,9 @@ type Windows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // emits is effectively-once; it should stamp what it writes from the window,
 // not from Context.StreamTime, which differs between the two. The group needs
 // timers declared (topology.Processor.Timers), and flows from its inputs and
-// its timer topic to what emit writes.
-func NewWindows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
+// its timer topic to what emit writes. The aggregate's type comes first, so
+// with a nil emit only it is spelled: NewWindows[Agg](g, ...).
+func NewWindows[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
 	w := &Windows[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, emit: emit, timer: kitTimerPrefix + "window/" + name}
 	if err := spec.validate(); err != nil {
 		g.err = errors.Join(g.err, fmt.Errorf("group %s windows %s: %w", g.name, name, err))
@@ -224,7 +218,7 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	}
 	if len(changed) == 0 {
 		ws.Late++
-		lateRecords.WithLabelValues(w.g.name, w.name).Inc()
+		c.grp.m.lateRecords.WithLabelValues(w.g.name, w.name).Inc()
 		errs = append(errs, fmt.Errorf("windows %s: record at %s: %w (stream time %s)", w.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}

@@ -62,7 +62,7 @@ type conformance struct {
 func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate) *conformance {
 	t.Helper()
 	h := &conformance{tt: tester.New(t)}
-	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
+	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	add := build(g, func(c *wsCtx, start, end time.Time, count int64, sum float64) {
 		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})

@@ -64,7 +64,7 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 // Kind "sessions": sessions with a gap of 3 s and 2 s of grace; "sliding":
 // sliding windows of 5 s with 2 s of grace; otherwise detSpec.
 func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
-	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
+	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
 		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})

@@ -42,7 +42,7 @@ func clock(ms int64) string {
 func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 	t.Helper()
 	h := &windowHarness{tt: tester.New(t)}
-	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
+	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	w := group.NewWindows(g, "pings", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
 		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
@@ -175,8 +175,8 @@ func TestHoppingWindowsAndRetention(t *testing.T) {
 }
 
 func TestWindowSpecBounds(t *testing.T) {
-	g := group.New[kitpb.WindowSet](timerTopology(1), testGroup, quiet)
-	group.NewWindows[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
+	group.NewWindows[geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
 	group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
 	group.Output[geofencepb.Trigger](g, topicOut)
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "windows per key") {

@@ -149,13 +149,13 @@ func newStats(topo *topology.Topology, log *slog.Logger, m metrics) *group.Group
 	spec := group.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
 	s := &stats{
 		m: m,
-		enters: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+		enters: group.NewWindows[emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
 			if st.Enters == nil {
 				st.Enters = &kitpb.WindowSet{}
 			}
 			return st.Enters
 		}, nil),
-		dwell: group.NewWindows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+		dwell: group.NewWindows[emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
 			if st.Dwell == nil {
 				st.Dwell = &kitpb.WindowSet{}
 			}

@@ -21,7 +21,17 @@ const (
 
 type ctxT = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
 
-func topo() *topology.Topology {
+func topo() *topology.Topology { return oneGroup() }
+
+// twoGroups is topo plus group hy, which counts the triggers hx emits.
+func twoGroups() *topology.Topology {
+	t := oneGroup()
+	t.Topics = append(t.Topics, topology.Topic{Name: "hy-table", Key: "device_id", Partitions: partitions, Cleanup: topology.CleanupCompact})
+	t.Processors = append(t.Processors, topology.Processor{Group: "hy", Streams: []string{out}, Emits: []string{topology.TopicDeadLetter}, Table: "hy-table"})
+	return t
+}
+
+func oneGroup() *topology.Topology {
 	return &topology.Topology{
 		Name: "harness",
 		Topics: []topology.Topic{
@@ -41,7 +51,11 @@ func topo() *topology.Topology {
 // device's last ping, emits its count; a ping whose device id is not valid
 // UTF-8 makes its state unencodable, which stops the processor.
 func counter() *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
-	g := group.New[geofencepb.DeviceState](topo(), "hx", nil)
+	return counterOn(topo())
+}
+
+func counterOn(t *topology.Topology) *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
+	g := group.New[geofencepb.DeviceState](t, "hx", nil)
 	o := group.Output[geofencepb.Trigger](g, out)
 	group.Stream(g, in, func(c *ctxT, p *geofencepb.Ping) error {
 		st := c.State()
@@ -95,6 +109,42 @@ func TestHarness(t *testing.T) {
 	h.Consume(in, "", &geofencepb.Ping{DeviceId: "x"})
 	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonEmptyKey {
 		t.Errorf("dead letters %+v, want one empty-key", dl)
+	}
+}
+
+// follower is group hy: it counts each device's triggers.
+func follower(t *topology.Topology) *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
+	g := group.New[geofencepb.DeviceState](t, "hy", nil)
+	group.Stream(g, out, func(c *ctxT, tr *geofencepb.Trigger) error {
+		st := c.State()
+		if st == nil {
+			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+		}
+		st.Pings++
+		c.SetState(st)
+		return nil
+	})
+	return g
+}
+
+// Several groups run on one tester: what one emits the next consumes, and
+// FireTimers fires the timers of those that have them (before: it failed the
+// test on the group without timers).
+func TestHarnessRunsSeveralGroups(t *testing.T) {
+	base := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
+	h := grouptest.New(t, base.Add(time.Hour)) // stream time follows event time up to the wall clock
+	tp := twoGroups()
+	h.Start(counterOn(tp))
+	h.Start(follower(tp))
+	key, other := grouptest.KeyOn("veh", 1, partitions), grouptest.KeyOn("car", 1, partitions)
+	h.Consume(in, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base.UnixMilli()})
+	h.Consume(in, other, &geofencepb.Ping{DeviceId: other, DeviceTimeMs: base.Add(2 * time.Minute).UnixMilli()})
+	h.FireTimers()
+	if st := grouptest.State[geofencepb.DeviceState](h, "hy-table", key); st.GetPings() != 1 {
+		t.Fatalf("hy state of %s: %v, want the one trigger hx emitted", key, st)
+	}
+	if st := grouptest.State[geofencepb.DeviceState](h, "hy-table", other); st != nil {
+		t.Errorf("hy state of %s: %v, whose timer is not due", other, st)
 	}
 }
 

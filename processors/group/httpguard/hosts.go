@@ -15,8 +15,8 @@ type hostPolicy struct {
 }
 
 // defaultHosts are the names allowed besides IP literals when no list is
-// given: the loopback names.
-var defaultHosts = []string{"localhost", ".localhost"}
+// given: the loopback names (a function, so no caller can change them).
+func defaultHosts() []string { return []string{"localhost", ".localhost"} }
 
 func newHostPolicy(list []string) (hostPolicy, error) {
 	p := hostPolicy{names: map[string]bool{}}

@@ -19,7 +19,8 @@ const (
 	DefaultShutdownTimeout   = 5 * time.Second
 )
 
-// Opt configures Serve.
+// Opt configures Serve. Every option overrides one default of defaults,
+// which its doc names; validate checks them together.
 type Opt func(*config)
 
 type config struct {
@@ -72,8 +73,8 @@ func AllowedHosts(hosts []string) Opt { return func(c *config) { c.hosts = hosts
 // (default "--allowed-hosts").
 func HostsFlag(name string) Opt { return func(c *config) { c.hostsFlag = name } }
 
-// AnyHost turns the Host check off (servers that serve nothing a web page may
-// not read, such as /metrics scraped by service name).
+// AnyHost turns the Host check off (default on; for servers that serve
+// nothing a web page may not read, such as /metrics scraped by service name).
 func AnyHost() Opt { return func(c *config) { c.anyHost = true } }
 
 // ShutdownTimeout bounds the graceful shutdown when ctx ends (default 5s).
@@ -123,7 +124,7 @@ func newServer(ctx context.Context, l net.Listener, h http.Handler, opts []Opt) 
 	if !cfg.anyHost {
 		hosts := cfg.hosts
 		if len(hosts) == 0 {
-			hosts = append([]string{}, defaultHosts...)
+			hosts = defaultHosts()
 			if host, _, err := net.SplitHostPort(l.Addr().String()); err == nil {
 				hosts = append(hosts, host)
 			}

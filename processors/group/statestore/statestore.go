@@ -44,7 +44,8 @@ func ParseKind(s string) (Kind, error) {
 	return "", fmt.Errorf("unknown storage %q (one of %s)", s, strings.Join(names, ", "))
 }
 
-// Opt tunes a store.
+// Opt tunes a store. Every option overrides one default of defaults, which
+// its doc names; validate checks them together.
 type Opt func(*config)
 
 type config struct {
@@ -75,16 +76,21 @@ func Logger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 
 func (c *config) validate() error {
 	if c.offsetInterval <= 0 {
-		return fmt.Errorf("offset interval must be positive, got %v", c.offsetInterval)
+		return fmt.Errorf("OffsetInterval: must be positive, got %v", c.offsetInterval)
 	}
 	if c.memTable < 0 || c.cache < 0 {
-		return fmt.Errorf("pebble memory must not be negative, got memtable %d, cache %d", c.memTable, c.cache)
+		return fmt.Errorf("PebbleMemory: must not be negative, got memtable %d, cache %d", c.memTable, c.cache)
 	}
 	return nil
 }
 
+// defaults is the one place a store's defaults are written.
+func defaults() config {
+	return config{offsetInterval: time.Second, log: slog.New(slog.DiscardHandler)}
+}
+
 func newConfig(opts []Opt) (config, error) {
-	c := config{offsetInterval: time.Second, log: slog.New(slog.DiscardHandler)}
+	c := defaults()
 	for _, o := range opts {
 		o(&c)
 	}
