@@ -30,7 +30,14 @@ type Module struct {
 	Name string
 	// Declares is what the module adds to the binary's base topology: its
 	// topics, processor declarations and boundaries (topology.Extend rules).
+	// With Groups, a processor here says only what code cannot (Doc, Flows
+	// narrower than the derived ones): its edges come from the handlers.
 	Declares topology.Extension
+	// Groups, if set, builds the module's groups (handlers registered, no
+	// broker) on the topology composed so far: their processor
+	// declarations are derived from what the handlers register
+	// (group.Declarer), so no edge is written twice.
+	Groups func(topo *topology.Topology) ([]group.Declarer, error)
 	// Flags adds the module's own flags to fs, once per binary, before
 	// parsing; the closure keeps the parsed values for Run. A flag two
 	// modules (or a module and the binary) both define is refused.
@@ -155,27 +162,71 @@ func orUnknown(origin string) string {
 }
 
 // Compose returns base extended by every module's declaration (base is not
-// changed), after Check.
+// changed), after Check. Topics go first; then each module's groups are
+// built on them and their declarations derived (Module.Groups), merged with
+// what Declares says of them; then processors and boundaries are added and
+// the whole validated, so a derived re-key without a Boundary is refused
+// here, before anything runs.
 func Compose(base *topology.Topology, mods ...Module) (*topology.Topology, error) {
 	if err := Check(mods); err != nil {
 		return nil, err
 	}
-	exts := make([]topology.Extension, 0, len(mods))
+	t := base.Clone()
+	topics := make([]topology.Extension, 0, len(mods))
 	for _, m := range mods {
-		d := m.Declares
-		if len(d.Topics)+len(d.Processors)+len(d.Boundaries) == 0 {
+		if len(m.Declares.Topics) > 0 {
+			topics = append(topics, topology.Extension{Name: m.Name, Topics: m.Declares.Topics})
+		}
+	}
+	if err := t.Extend(topics...); err != nil {
+		return nil, err
+	}
+	rest := make([]topology.Extension, 0, len(mods))
+	for _, m := range mods {
+		procs, err := derive(t, m)
+		if err != nil {
+			return nil, err
+		}
+		if len(procs)+len(m.Declares.Boundaries) == 0 {
 			continue
 		}
-		if d.Name == "" {
-			d.Name = m.Name
-		}
-		exts = append(exts, d)
+		rest = append(rest, topology.Extension{Name: m.Name, Processors: procs, Boundaries: m.Declares.Boundaries})
 	}
-	t := base.Clone()
-	if err := t.Extend(exts...); err != nil {
+	if err := t.Extend(rest...); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// derive is m's processor declarations: Declares' as written, and for each
+// group Groups builds, the derived one with Declares' Doc and Flows.
+func derive(t *topology.Topology, m Module) ([]topology.Processor, error) {
+	procs := slices.Clone(m.Declares.Processors)
+	if m.Groups == nil {
+		return procs, nil
+	}
+	gs, err := m.Groups(t)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", m.Name, err)
+	}
+	for _, g := range gs {
+		p, err := g.Declaration()
+		if err != nil {
+			return nil, fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		i := slices.IndexFunc(procs, func(q topology.Processor) bool { return q.Group == p.Group })
+		if i < 0 {
+			procs = append(procs, p)
+			continue
+		}
+		q := procs[i]
+		if len(q.Streams)+len(q.Emits)+len(q.Joins)+len(q.Lookups) > 0 || q.Loop != "" || q.Timers != "" || q.Table != "" {
+			return nil, fmt.Errorf("module %s: group %s's edges are derived from its handlers, so Declares must not list them (Streams, Emits, Table, Loop, Joins, Lookups, Timers); keep only Doc and Flows", m.Name, p.Group)
+		}
+		p.Doc, p.Flows = q.Doc, q.Flows
+		procs[i] = p
+	}
+	return procs, nil
 }
 
 // RegisterFlags adds every module's flags to fs. A flag name defined twice
