@@ -1,0 +1,17 @@
+// Command devicestats runs the devicestats module alone against a broker:
+// pings counted per device and hour, and active devices per hour across the
+// declared boundary (processors/devicestats, the guide's worked example).
+package main
+
+import (
+	"github.com/fencestream/fencestream/processors/devicestats"
+	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/modules"
+)
+
+func binary() host.Binary {
+	return modules.Binary("devicestats", "Counts pings per device and hour, and active devices per hour.",
+		"127.0.0.1:9104", devicestats.Module())
+}
+
+func main() { host.Main(binary()) }
