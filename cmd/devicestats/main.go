@@ -1,6 +1,5 @@
-// Command devicestats runs the devicestats module alone against a broker:
-// pings counted per device and hour, and active devices per hour across the
-// declared boundary (processors/devicestats, the guide's worked example).
+// Command devicestats runs the guide's worked example, processors/devicestats,
+// alone against a broker: pings per device and hour, active devices per hour.
 package main
 
 import (

@@ -42,19 +42,17 @@ const (
 // count 0: the topology's keyed count), both groups and the boundary. Flows
 // are left out, so they are derived from each group's edges.
 func Declaration() topology.Extension {
-	compact := func(name, key, value, doc string) topology.Topic {
-		return topology.Topic{Name: name, Key: key, Value: value, Cleanup: topology.CleanupCompact, Doc: doc}
-	}
-	return topology.Extension{
-		Name: Group,
+	return topology.Extension{ // Name: the module's (host.Compose)
 		Topics: []topology.Topic{
-			compact(Table, "device_id", "fencestream.devicestats.v1.DeviceStats", "pings per device and hour"),
+			{Name: Table, Key: "device_id", Value: "fencestream.devicestats.v1.DeviceStats", Cleanup: topology.CleanupCompact,
+				Doc: "pings per device and hour"},
 			topology.TimersTopic(Group, "device_id", 0),
 			{Name: TopicHours, Key: "device_id", Value: "fencestream.devicestats.v1.DeviceHour", Cleanup: topology.CleanupDelete,
 				Doc: "a device's closed hour: its ping count"},
 			{Name: FleetLoop, Key: "hour", Value: "fencestream.devicestats.v1.DeviceHour", Cleanup: topology.CleanupDelete,
 				Doc: "device hours re-keyed by hour"},
-			compact(FleetTable, "hour", "fencestream.devicestats.v1.FleetHour", "active devices and pings per hour"),
+			{Name: FleetTable, Key: "hour", Value: "fencestream.devicestats.v1.FleetHour", Cleanup: topology.CleanupCompact,
+				Doc: "active devices and pings per hour"},
 			topology.TimersTopic(Fleet, "hour", 0),
 		},
 		Processors: []topology.Processor{{
@@ -100,13 +98,6 @@ func Module() host.Module {
 	})
 }
 
-// HourJSON is one hour of a device, as the route shows it.
-type HourJSON struct {
-	Hour  string `json:"hour"`
-	Pings int64  `json:"pings"`
-	Final bool   `json:"final"`
-}
-
 func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceStats], w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	st, err := v.Get(device)
@@ -123,9 +114,9 @@ func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceS
 		host.WriteError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	hours := []HourJSON{}
+	hours := []map[string]any{}
 	for _, h := range wins {
-		hours = append(hours, HourJSON{Hour: h.Start.UTC().Format(HourFormat), Pings: h.Count, Final: h.Closed})
+		hours = append(hours, map[string]any{"hour": h.Start.UTC().Format(HourFormat), "pings": h.Count, "final": h.Closed})
 	}
 	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": st.GetPings(), "late": st.GetHourly().GetLate(), "hours": hours})
 }

@@ -178,13 +178,17 @@ func TestRoutes(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // the view is recovering; bounded by the deadline
 		}
 	}
+	type hour struct {
+		Hour  string
+		Pings int64
+		Final bool
+	}
 	var dev struct {
-		Pings int64                  `json:"pings"`
-		Late  int64                  `json:"late"`
-		Hours []devicestats.HourJSON `json:"hours"`
+		Pings, Late int64
+		Hours       []hour
 	}
 	get("/v1/devicestats/"+car, &dev)
-	if dev.Pings != 2 || len(dev.Hours) != 2 || dev.Hours[0] != (devicestats.HourJSON{Hour: hour8, Pings: 1, Final: true}) {
+	if dev.Pings != 2 || len(dev.Hours) != 2 || dev.Hours[0] != (hour{Hour: hour8, Pings: 1, Final: true}) {
 		t.Fatalf("device route %+v", dev)
 	}
 	var fl struct{ Devices, Pings int64 }

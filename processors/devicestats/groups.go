@@ -1,6 +1,7 @@
 package devicestats
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,11 +17,10 @@ import (
 	"github.com/fencestream/fencestream/topology"
 )
 
-// Handler contexts of the two groups, and one hour of a device.
+// Handler contexts of the two groups.
 type (
 	DeviceContext = group.Context[devicestatspb.DeviceStats, *devicestatspb.DeviceStats]
 	FleetContext  = group.Context[devicestatspb.FleetHour, *devicestatspb.FleetHour]
-	Hour          = group.Window[emptypb.Empty, *emptypb.Empty]
 )
 
 // Groups are the module's two groups, ready to build processors from.
@@ -61,9 +61,7 @@ func hourEnd(s *devicestatspb.DeviceHour) time.Time {
 }
 
 func hourlySet(st *devicestatspb.DeviceStats) *kitpb.WindowSet {
-	if st.Hourly == nil {
-		st.Hourly = &kitpb.WindowSet{}
-	}
+	st.Hourly = cmp.Or(st.Hourly, &kitpb.WindowSet{}) // created on first use
 	return st.Hourly
 }
 
@@ -72,10 +70,7 @@ func (h *handles) ping(c *DeviceContext, p *geofencepb.Ping) error {
 	if p.GetDeviceId() != c.Key() || p.GetDeviceTimeMs() <= 0 {
 		return fmt.Errorf("ping of device %q at %d ms under key %q", p.GetDeviceId(), p.GetDeviceTimeMs(), c.Key())
 	}
-	st := c.State()
-	if st == nil {
-		st = &devicestatspb.DeviceStats{}
-	}
+	st := cmp.Or(c.State(), &devicestatspb.DeviceStats{}) // nil for a new key
 	switch err := h.hourly.Add(c, st, pingTime(p), 1, nil); {
 	case errors.Is(err, group.ErrLate): // counted by the kit (st.Hourly.Late), in no hour
 	case err != nil:
@@ -90,7 +85,7 @@ func (h *handles) ping(c *DeviceContext, p *geofencepb.Ping) error {
 // closeHour runs once per device and hour, when the hour closes (in ping or
 // in the windows' timer handler): it emits the summary, stamped from the
 // window, never from the clock.
-func (h *handles) closeHour(c *DeviceContext, _ *devicestatspb.DeviceStats, w Hour) error {
+func (h *handles) closeHour(c *DeviceContext, _ *devicestatspb.DeviceStats, w group.Window[emptypb.Empty, *emptypb.Empty]) error {
 	h.hours.Emit(c, c.Key(), &devicestatspb.DeviceHour{
 		DeviceId: c.Key(), Hour: w.Start.UTC().Format(HourFormat), StartMs: w.Start.UnixMilli(), Pings: w.Count,
 	})
@@ -112,13 +107,8 @@ func (h *handles) count(c *FleetContext, s *devicestatspb.DeviceHour) error {
 	if s.GetHour() != c.Key() {
 		return fmt.Errorf("device hour %q under key %q", s.GetHour(), c.Key())
 	}
-	st := c.State()
-	if st == nil {
-		st = &devicestatspb.FleetHour{StartMs: s.GetStartMs()}
-	}
-	if st.Seen == nil {
-		st.Seen = &kitpb.SeenSet{}
-	}
+	st := cmp.Or(c.State(), &devicestatspb.FleetHour{StartMs: s.GetStartMs()})
+	st.Seen = cmp.Or(st.Seen, &kitpb.SeenSet{})
 	if (group.Dedup{Horizon: time.Hour, Max: MaxDevicesPerHour}).Seen(st.Seen, s.GetDeviceId(), hourEnd(s)) {
 		st.Duplicates++
 	} else {
