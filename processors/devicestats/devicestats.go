@@ -2,88 +2,135 @@ package devicestats
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
+	"time"
 
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/devicestats/devicestatspb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology"
 )
 
-// Names of the processor's group and table.
+// Names of the groups, their topics and routes.
 const (
-	Group = "devicestats"
-	Table = Group + "-table"
-	Route = "GET /v1/devicestats/{device}"
+	Group      = "devicestats"
+	Table      = Group + "-table"
+	TopicHours = "device-hours"
+	Fleet      = "fleetstats"
+	FleetLoop  = Fleet + "-loop"
+	FleetTable = Fleet + "-table"
+	Route      = "GET /v1/devicestats/{device}"
+	FleetRoute = "GET /v1/fleetstats/{hour}"
+	// HourFormat is how an hour is written as the fleet key (UTC).
+	HourFormat = "2006-01-02T15"
 )
 
-// Extension declares the processor: it reads pings, keeps a count per device
-// and dead-letters what it cannot use.
-var Extension = topology.Extension{
-	Name: Group,
-	Topics: []topology.Topic{{Name: Table, Key: "device_id", Value: "google.protobuf.UInt64Value", Cleanup: topology.CleanupCompact,
-		Doc: "pings counted per device"}},
-	Processors: []topology.Processor{{
-		Group:   Group,
-		Streams: []string{geofence.TopicPings},
-		Emits:   []string{topology.TopicDeadLetter},
-		Table:   Table,
-		Flows: []topology.Flow{
-			{From: geofence.TopicPings, To: Table},
-			{From: geofence.TopicPings, To: topology.TopicDeadLetter},
+// Bounds and horizons (see the package doc).
+const (
+	HourGrace         = 10 * time.Minute
+	HoursKept         = 24 * time.Hour
+	DeviceTTL         = 7 * 24 * time.Hour
+	FleetTTL          = 48 * time.Hour
+	MaxDevicesPerHour = 4096
+)
+
+// Declaration is what the module adds to the topology: its topics (partition
+// count 0: the topology's keyed count), both groups and the boundary. Flows
+// are left out, so they are derived from each group's edges.
+func Declaration() topology.Extension {
+	return topology.Extension{ // Name: the module's (host.Compose)
+		Topics: []topology.Topic{
+			{Name: Table, Key: "device_id", Value: "fencestream.devicestats.v1.DeviceStats", Cleanup: topology.CleanupCompact,
+				Doc: "pings per device and hour"},
+			topology.TimersTopic(Group, "device_id", 0),
+			{Name: TopicHours, Key: "device_id", Value: "fencestream.devicestats.v1.DeviceHour", Cleanup: topology.CleanupDelete,
+				Doc: "a device's closed hour: its ping count"},
+			{Name: FleetLoop, Key: "hour", Value: "fencestream.devicestats.v1.DeviceHour", Cleanup: topology.CleanupDelete,
+				Doc: "device hours re-keyed by hour"},
+			{Name: FleetTable, Key: "hour", Value: "fencestream.devicestats.v1.FleetHour", Cleanup: topology.CleanupCompact,
+				Doc: "active devices and pings per hour"},
+			topology.TimersTopic(Fleet, "hour", 0),
 		},
-		Doc: "counts pings per device (an example processor built on the public kit)",
-	}},
+		Processors: []topology.Processor{{
+			Group:   Group,
+			Streams: []string{geofence.TopicPings},
+			Emits:   []string{TopicHours, topology.TopicDeadLetter},
+			Table:   Table,
+			Timers:  topology.TimersTopicName(Group),
+			Doc:     "counts pings per device in hourly windows on event time; a closed hour goes to device-hours",
+		}, {
+			Group:   Fleet,
+			Streams: []string{TopicHours},
+			Emits:   []string{topology.TopicDeadLetter},
+			Loop:    FleetLoop,
+			Table:   FleetTable,
+			Timers:  topology.TimersTopicName(Fleet),
+			Doc:     "counts active devices and pings per hour, each device once",
+		}},
+		Boundaries: []topology.Boundary{{
+			Processor: Fleet, From: TopicHours, To: FleetLoop,
+			Preserved: "the order of one device's hours (one device's summaries of an hour stay in order on one partition)",
+			Lost:      "order between devices and between hours: an hour's summaries arrive from every device partition, interleaved",
+			Lag:       "an hour reaches the fleet once its device's partition's stream time passes the hour's end plus 10 min grace; duplicates are dropped by device id",
+		}},
+	}
 }
 
-// Module is the processor as binaries host it: its declaration, its group
-// and its route.
+// Module is the processor as binaries host it: its declaration, both groups
+// and both routes.
 func Module() host.Module {
 	return host.Define(host.Module{
 		Name:     Group,
-		Declares: Extension,
+		Declares: Declaration(),
 		Run: func(ctx context.Context, env host.Env) error {
-			return New(env.Topology, env.Log).Run(ctx, env.Cluster, append(env.Group, group.OnReady(env.Started))...)
+			gs := New(env.Topology, env.Log)
+			opts := append(env.Group, group.OnReady(env.Started))
+			eg, ctx := errgroup.WithContext(ctx)
+			eg.Go(func() error { return gs.Devices.Run(ctx, env.Cluster, opts...) })
+			eg.Go(func() error { return gs.Fleet.Run(ctx, env.Cluster, opts...) })
+			return eg.Wait()
 		},
-		Routes: []host.Route{host.ViewRoute(Route, Table, serve)},
+		Routes: []host.Route{host.ViewRoute(Route, Table, serveDevice), host.ViewRoute(FleetRoute, FleetTable, serveHour)},
 	})
 }
 
-type (
-	state = wrapperspb.UInt64Value
-	ctxT  = group.Context[wrapperspb.UInt64Value, *wrapperspb.UInt64Value]
-)
-
-// New defines the group over topo's declaration (which must include
-// Extension: host.Compose with Module does that).
-func New(topo *topology.Topology, log *slog.Logger) *group.Group[state, *state] {
-	g := group.New[state](topo, Group, log)
-	group.Stream(g, geofence.TopicPings, func(c *ctxT, _ *geofencepb.Ping) error {
-		n := c.State()
-		if n == nil {
-			n = &state{}
-		}
-		n.Value++
-		c.SetState(n)
-		return nil
-	})
-	return g
-}
-
-func serve(v *group.View[state, *state], w http.ResponseWriter, r *http.Request) {
+func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceStats], w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
-	n, err := v.Get(device)
+	st, err := v.Get(device)
 	if err != nil {
 		host.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	if n == nil {
+	if st == nil {
 		host.WriteError(w, http.StatusNotFound, "no pings from device "+device)
 		return
 	}
-	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": n.GetValue()})
+	wins, err := group.WindowsOf[emptypb.Empty](st.GetHourly())
+	if err != nil {
+		host.WriteError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	hours := []map[string]any{}
+	for _, h := range wins {
+		hours = append(hours, map[string]any{"hour": h.Start.UTC().Format(HourFormat), "pings": h.Count, "final": h.Closed})
+	}
+	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": st.GetPings(), "late": st.GetHourly().GetLate(), "hours": hours})
+}
+
+func serveHour(v *group.View[devicestatspb.FleetHour, *devicestatspb.FleetHour], w http.ResponseWriter, r *http.Request) {
+	hour := r.PathValue("hour")
+	st, err := v.Get(hour)
+	if err != nil {
+		host.WriteError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if st == nil {
+		host.WriteError(w, http.StatusNotFound, "no closed device hours for "+hour+" (format "+HourFormat+", UTC)")
+		return
+	}
+	host.WriteJSON(w, http.StatusOK, map[string]any{"hour": hour, "devices": st.GetDevices(), "pings": st.GetPings(), "duplicates": st.GetDuplicates()})
 }
