@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/fencestream/fencestream/processors/devicestats/devicestatspb"
-	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology"
@@ -39,8 +38,9 @@ const (
 )
 
 // Declaration is what the module adds to the topology: its topics (partition
-// count 0: the topology's keyed count), both groups and the boundary. Flows
-// are left out, so they are derived from each group's edges.
+// count 0: the topology's keyed count), a doc line per group and the
+// boundary. The groups' edges (and so their flows) are derived from what
+// their handlers register (Module.Groups).
 func Declaration() topology.Extension {
 	return topology.Extension{ // Name: the module's (host.Compose)
 		Topics: []topology.Topic{
@@ -55,22 +55,11 @@ func Declaration() topology.Extension {
 				Doc: "active devices and pings per hour"},
 			topology.TimersTopic(Fleet, "hour", 0),
 		},
-		Processors: []topology.Processor{{
-			Group:   Group,
-			Streams: []string{geofence.TopicPings},
-			Emits:   []string{TopicHours, topology.TopicDeadLetter},
-			Table:   Table,
-			Timers:  topology.TimersTopicName(Group),
-			Doc:     "counts pings per device in hourly windows on event time; a closed hour goes to device-hours",
-		}, {
-			Group:   Fleet,
-			Streams: []string{TopicHours},
-			Emits:   []string{topology.TopicDeadLetter},
-			Loop:    FleetLoop,
-			Table:   FleetTable,
-			Timers:  topology.TimersTopicName(Fleet),
-			Doc:     "counts active devices and pings per hour, each device once",
-		}},
+		// Only what code cannot say: the edges come from the handlers (Module.Groups).
+		Processors: []topology.Processor{
+			{Group: Group, Doc: "counts pings per device in hourly windows on event time; a closed hour goes to device-hours"},
+			{Group: Fleet, Doc: "counts active devices and pings per hour, each device once"},
+		},
 		Boundaries: []topology.Boundary{{
 			Processor: Fleet, From: TopicHours, To: FleetLoop,
 			Preserved: "the order of one device's hours (one device's summaries of an hour stay in order on one partition)",
@@ -86,6 +75,10 @@ func Module() host.Module {
 	return host.Define(host.Module{
 		Name:     Group,
 		Declares: Declaration(),
+		Groups: func(topo *topology.Topology) ([]group.Declarer, error) {
+			gs := New(topo, nil)
+			return []group.Declarer{gs.Devices, gs.Fleet}, nil
+		},
 		Run: func(ctx context.Context, env host.Env) error {
 			gs := New(env.Topology, env.Log)
 			opts := append(env.Group, group.OnReady(env.Started))
