@@ -40,6 +40,9 @@ type Context[S any, PS codecs.Message[S]] struct {
 
 	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
 	envRead bool
+	// deferredOn is the print of the stored envelope when env has deferred
+	// advances applied (deferred.go), 0 when it has none.
+	deferredOn uint64
 	st      PS
 	stRead  bool
 	dirty   bool // SetState or DeleteState was called
@@ -100,6 +103,7 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 		stateUndecodable.WithLabelValues(c.grp.name).Inc()
 		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
 	}
+	c.deferredOn = c.grp.deferred.apply(c.Partition(), c.Key(), c.env)
 	return c.env
 }
 
@@ -348,11 +352,14 @@ func (c *Context[S, PS]) digest() uint64 {
 // commit stores the state the handler set, with (for a recorded input) the
 // input's position and outputs, in one write. A handler that left the state
 // alone writes nothing: run again on a redelivery, it emits the same outputs.
+// One that only emitted, on an unordered input, defers its position and
+// outputs to the key's next write (deferred.go).
 func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	defer c.indexTimers()
 	if c.purge {
 		c.g.Delete()
 		c.written = true
+		c.grp.deferred.written(c.Partition(), c.Key())
 		return
 	}
 	if !c.dirty && !c.timersDirty && (!c.recording || len(c.outputs) == 0 || c.envelope() == nil) {
@@ -361,6 +368,9 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		// redelivery after a later write re-emits them); a key without one
 		// gets no table value for it.
 		return
+	}
+	if !c.dirty && !c.timersDirty && !ordered && c.deferAdvance() {
+		return // a hop that only routed: its advance goes with the key's next write
 	}
 	env := c.envelope()
 	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
@@ -384,6 +394,24 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	trim(env, c.grp.rt.committed, c.grp.rt.window)
 	c.g.SetValue(env)
 	c.written = true
+	if c.deferredOn != 0 {
+		c.grp.deferred.written(c.Partition(), c.Key())
+	}
+}
+
+// deferAdvance keeps the advance of this callback's input in memory instead
+// of writing the key's unchanged envelope (deferred.go), and reports whether
+// it did. Only a recorded, unordered input that emitted, on a key with an
+// envelope, gets here.
+func (c *Context[S, PS]) deferAdvance() bool {
+	env := c.envelope()
+	base := c.deferredOn
+	if base == 0 {
+		base = envPrint(env) // env is as stored: nothing was applied to it
+	}
+	return c.grp.deferred.add(c.Partition(), c.Key(), base, &deferredAdvance{
+		topic: c.Topic(), partition: c.Partition(), offset: c.Offset(), outputs: c.outputs,
+	}, c.grp.rt.window, c.grp.rt.committed)
 }
 
 // indexTimers tells the partition's due-time index (timerindex.go) what the

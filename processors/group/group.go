@@ -50,6 +50,8 @@ type Group[S any, PS codecs.Message[S]] struct {
 	ttl       time.Duration // StateTTL; 0: keys never expire
 	// rt is set when the processor is built (Processor's options).
 	rt runtime
+	// deferred holds the envelope advances of hops that only routed (deferred.go).
+	deferred deferredWrites
 }
 
 // runtime is what callbacks read of the processor's options.
