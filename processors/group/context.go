@@ -43,10 +43,10 @@ type Context[S any, PS codecs.Message[S]] struct {
 	// deferredOn is the print of the stored envelope when env has deferred
 	// advances applied (deferred.go), 0 when it has none.
 	deferredOn uint64
-	st      PS
-	stRead  bool
-	dirty   bool // SetState or DeleteState was called
-	deleted bool
+	st         PS
+	stRead     bool
+	dirty      bool // SetState or DeleteState was called
+	deleted    bool
 	// recording: outputs are collected for the envelope (stream and loop
 	// callbacks; not visits, which have no input to replay).
 	recording bool
