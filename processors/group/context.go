@@ -117,6 +117,12 @@ func (c *Context[S, PS]) State() PS {
 		return c.st
 	}
 	c.stRead = true
+	if env := c.envelope(); c.grp.states != nil && env.GetHasState() {
+		if st, ok := c.grp.states.take(c.Partition(), c.Key(), env.GetState()); ok {
+			c.st = st
+			return st
+		}
+	}
 	st, err := unwrapState[S, PS](c.envelope())
 	if err != nil {
 		stateUndecodable.WithLabelValues(c.grp.name).Inc()
@@ -360,6 +366,9 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		c.g.Delete()
 		c.written = true
 		c.grp.deferred.written(c.Partition(), c.Key())
+		if c.grp.states != nil {
+			c.grp.states.drop(c.Partition(), c.Key())
+		}
 		return
 	}
 	if !c.dirty && !c.timersDirty && (!c.recording || len(c.outputs) == 0 || c.envelope() == nil) {
@@ -386,6 +395,13 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 				return
 			}
 			env.State, env.HasState = st, true
+		}
+		if sc := c.grp.states; sc != nil {
+			if c.deleted {
+				sc.drop(c.Partition(), c.Key())
+			} else {
+				sc.put(c.Partition(), c.Key(), env.State, c.st)
+			}
 		}
 	}
 	if c.recording {

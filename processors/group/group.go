@@ -52,6 +52,7 @@ type Group[S any, PS codecs.Message[S]] struct {
 	rt runtime
 	// deferred holds the envelope advances of hops that only routed (deferred.go).
 	deferred deferredWrites
+	states   *stateCache[PS] // CacheStates; nil: none (statecache.go)
 }
 
 // runtime is what callbacks read of the processor's options.
