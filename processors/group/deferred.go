@@ -115,6 +115,15 @@ func (d *deferredWrites) apply(partition int32, key string, env *kitpb.Envelope)
 // ahead reports whether every advance is beyond its cursor in env (advance
 // would otherwise take it for offsets that started over).
 func ahead(env *kitpb.Envelope, entries []*deferredAdvance) bool {
+	first := entries[0]
+	one := true // the usual case: every advance is of one input partition
+	for _, a := range entries[1:] {
+		one = one && a.topic == first.topic && a.partition == first.partition
+	}
+	if one {
+		c := cursorOf(env, first.topic, first.partition)
+		return c == nil || first.offset > c.GetOffset()
+	}
 	last := map[string]int64{}
 	for _, a := range entries {
 		id := a.topic + "\x00" + strconv.Itoa(int(a.partition))
