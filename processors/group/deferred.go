@@ -35,7 +35,7 @@ import (
 
 // maxDeferred bounds the deferred advances of one partition (beyond it,
 // callbacks write as before).
-const maxDeferred = 1 << 16
+const maxDeferred = 8192
 
 // deferredWrites is a group's deferred advances, per partition and key. Its
 // zero value is ready; callbacks of different partitions meet at the lock.
