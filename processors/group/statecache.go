@@ -18,7 +18,8 @@ import (
 // callback: State hands the object over, SetState hands it back (it is
 // cached when the write is made), and a handler must not keep it, or change
 // it after SetState, once the callback returns. A state that State returned
-// and SetState did not take back is not cached.
+// and SetState did not take back is not cached. Call it before building the
+// processor.
 func CacheStates[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
 	if budget <= 0 {
 		g.states = nil
