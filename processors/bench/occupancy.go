@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
@@ -76,6 +77,10 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 	if err := e.kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return Stage{}, err
 	}
+	before, err := occupancyResults()
+	if err != nil {
+		return Stage{}, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -101,7 +106,18 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 					return Stage{}, err
 				}
 				if lag == 0 {
-					return t.stage(n), nil
+					st := t.stage(n)
+					// A fast stage must also be right: every trigger is a
+					// real transition, applied exactly once.
+					after, err := occupancyResults()
+					if err != nil {
+						return Stage{}, err
+					}
+					if applied := after["applied"] - before["applied"]; applied != float64(len(recs)) {
+						return Stage{}, fmt.Errorf("occupancy applied %.0f of %d triggers (results before %v, after %v)", applied, len(recs), before, after)
+					}
+					e.progress("occupancy: %.2f forwarding hops per trigger", (after["forward"]-before["forward"])/float64(len(recs)))
+					return st, nil
 				}
 			}
 		}
@@ -116,4 +132,27 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 			return Stage{}, fmt.Errorf("occupancy not done after %v", stageLimit)
 		}
 	}
+}
+
+// occupancyResults reads the occupancy processor's trigger counter
+// (fencestream_occupancy_triggers_total, on the default registry) by result.
+func occupancyResults() (map[string]float64, error) {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("reading occupancy's counters: %w", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "fencestream_occupancy_triggers_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out, nil
 }

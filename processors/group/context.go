@@ -40,10 +40,13 @@ type Context[S any, PS codecs.Message[S]] struct {
 
 	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
 	envRead bool
-	st      PS
-	stRead  bool
-	dirty   bool // SetState or DeleteState was called
-	deleted bool
+	// deferredOn is the print of the stored envelope when env has deferred
+	// advances applied (deferred.go), 0 when it has none.
+	deferredOn uint64
+	st         PS
+	stRead     bool
+	dirty      bool // SetState or DeleteState was called
+	deleted    bool
 	// recording: outputs are collected for the envelope (stream and loop
 	// callbacks; not visits, which have no input to replay).
 	recording bool
@@ -100,6 +103,7 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
 		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
 	}
+	c.deferredOn = c.grp.deferred.apply(c.Partition(), c.Key(), c.env)
 	return c.env
 }
 
@@ -113,6 +117,12 @@ func (c *Context[S, PS]) State() PS {
 		return c.st
 	}
 	c.stRead = true
+	if env := c.envelope(); c.grp.states != nil && env.GetHasState() {
+		if st, ok := c.grp.states.take(c.Partition(), c.Key(), env.GetState()); ok {
+			c.st = st
+			return st
+		}
+	}
 	st, err := unwrapState[S, PS](c.envelope())
 	if err != nil {
 		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
@@ -348,11 +358,17 @@ func (c *Context[S, PS]) digest() uint64 {
 // commit stores the state the handler set, with (for a recorded input) the
 // input's position and outputs, in one write. A handler that left the state
 // alone writes nothing: run again on a redelivery, it emits the same outputs.
+// One that only emitted, on an unordered input, defers its position and
+// outputs to the key's next write (deferred.go).
 func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	defer c.indexTimers()
 	if c.purge {
 		c.g.Delete()
 		c.written = true
+		c.grp.deferred.written(c.Partition(), c.Key())
+		if c.grp.states != nil {
+			c.grp.states.drop(c.Partition(), c.Key())
+		}
 		return
 	}
 	if !c.dirty && !c.timersDirty && (!c.recording || len(c.outputs) == 0 || c.envelope() == nil) {
@@ -361,6 +377,9 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		// redelivery after a later write re-emits them); a key without one
 		// gets no table value for it.
 		return
+	}
+	if !c.dirty && !c.timersDirty && !ordered && c.deferAdvance() {
+		return // a hop that only routed: its advance goes with the key's next write
 	}
 	env := c.envelope()
 	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
@@ -377,6 +396,13 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 			}
 			env.State, env.HasState = st, true
 		}
+		if sc := c.grp.states; sc != nil {
+			if c.deleted {
+				sc.drop(c.Partition(), c.Key())
+			} else {
+				sc.put(c.Partition(), c.Key(), env.State, c.st)
+			}
+		}
 	}
 	if c.recording {
 		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
@@ -384,6 +410,24 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	trim(env, c.grp.rt.committed, c.grp.rt.window)
 	c.g.SetValue(env)
 	c.written = true
+	if c.deferredOn != 0 {
+		c.grp.deferred.written(c.Partition(), c.Key())
+	}
+}
+
+// deferAdvance keeps the advance of this callback's input in memory instead
+// of writing the key's unchanged envelope (deferred.go), and reports whether
+// it did. Only a recorded, unordered input that emitted, on a key with an
+// envelope, gets here.
+func (c *Context[S, PS]) deferAdvance() bool {
+	env := c.envelope()
+	base := c.deferredOn
+	if base == 0 {
+		base = envPrint(env) // env is as stored: nothing was applied to it
+	}
+	return c.grp.deferred.add(c.Partition(), c.Key(), base, &deferredAdvance{
+		topic: c.Topic(), partition: c.Partition(), offset: c.Offset(), outputs: c.outputs,
+	}, c.grp.rt.window, c.grp.rt.committed)
 }
 
 // indexTimers tells the partition's due-time index (timerindex.go) what the

@@ -36,7 +36,12 @@
 // dead-lettered (duplicate-hlc); one with a lower HLC, stale. A handler that
 // leaves the state alone and emits nothing writes nothing; one that emits
 // without changing the state of a key that has an envelope records its
-// outputs like any other.
+// outputs like any other — on an ordered stream in its own write; on a
+// stream without order (a hop that only routes, say) with the key's next
+// write, the advance kept in memory until then (deferred.go). A crash loses
+// only advances made after the key's last write, on the state that write
+// stored: redelivered, those inputs are new to the stored cursor and run
+// again on that same state, emitting the same records.
 //
 // The memory is bounded by what can be redelivered: the processor polls the
 // group's committed offsets from the broker (every DefaultCommitPoll), and a

@@ -52,6 +52,8 @@ type Group[S any, PS codecs.Message[S]] struct {
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	ttl       time.Duration // StateTTL; 0: keys never expire
+	// stateBudget is CacheStates' budget (0: no cache).
+	stateBudget int
 }
 
 // instance is one build of a group (Processor, Graph): what the group
@@ -68,6 +70,11 @@ type instance[S any, PS codecs.Message[S]] struct {
 	// handles is how many handles the group had made when this build was
 	// made: a later one is not in its graph (it shadows Group.handles).
 	handles int
+	// deferred holds the envelope advances of hops that only routed
+	// (deferred.go); states the decoded states CacheStates keeps (nil:
+	// none, statecache.go). Both are this build's own.
+	deferred deferredWrites
+	states   *stateCache[PS]
 }
 
 // runtime is what callbacks read of the processor's options.

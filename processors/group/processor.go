@@ -299,6 +299,6 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 
 // instance makes a build of g with the options of cfg.
 func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
-	return &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles,
+	return &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
 		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}}
 }

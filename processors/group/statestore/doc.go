@@ -59,7 +59,9 @@
 // ErrDamaged. A directory that stops taking new files is found by a probe
 // every 32 KB of writes, before Pebble's WAL rotation would hit it (a panic
 // there is a Go runtime fatal); writes then fail with ErrUnwritable, which
-// names the path and the fix (OnUnwritable reports it).
+// names the path and the fix (OnUnwritable reports it). The probe asks the
+// kernel (access(2)); creating and removing a file, which also finds no free
+// inodes or a quota, happens at most once a second.
 //
 // The in-memory store loses everything with the process and is rebuilt from
 // the changelog on start (it keeps its tables across rebalances within one
