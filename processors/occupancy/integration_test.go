@@ -198,7 +198,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 
 	lagCtx, lagCancel := context.WithCancel(context.Background())
 	lagDone := make(chan error, 1)
-	go func() { lagDone <- occupancy.RunLagReporter(lagCtx, cl, 100*time.Millisecond, nil) }()
+	go func() { lagDone <- occupancy.RunLagReporter(lagCtx, cl, 100*time.Millisecond, nil, nil) }()
 	defer func() {
 		lagCancel()
 		if err := <-lagDone; err != nil {

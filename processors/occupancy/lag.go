@@ -11,19 +11,22 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-var lagRecords = promauto.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "fencestream_occupancy_lag_records",
-	Help: "Records the occupancy group has not yet committed, per input topic and partition: fence-triggers (not yet re-keyed by fence) and occupancy-loop (re-keyed, not yet applied to occupancy-table).",
-}, []string{"topic", "partition"})
+// lagGauge is fencestream_occupancy_lag_records, registered on reg.
+func lagGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
+	return host.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencestream_occupancy_lag_records",
+		Help: "Records the occupancy group has not yet committed, per input topic and partition: fence-triggers (not yet re-keyed by fence) and occupancy-loop (re-keyed, not yet applied to occupancy-table).",
+	}, []string{"topic", "partition"}))
+}
 
 // PartitionLag is the lag of the occupancy group on one partition of one of its
 // inputs.
@@ -156,10 +159,10 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 	return rep, nil
 }
 
-// Export sets fencestream_occupancy_lag_records from the report.
-func (r LagReport) Export() {
+// Export sets fencestream_occupancy_lag_records (g) from the report.
+func (r LagReport) Export(g *prometheus.GaugeVec) {
 	for _, p := range r.Partitions {
-		lagRecords.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(p.Lag))
+		g.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(p.Lag))
 	}
 }
 
@@ -167,10 +170,18 @@ func (r LagReport) Export() {
 // fencestream_occupancy_lag_records{topic,partition} until ctx ends (then it
 // returns nil). A failed measurement is logged and retried at the next tick;
 // only an unusable cluster configuration is returned as an error. log nil
-// means slog.Default().
-func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration, log *slog.Logger) error {
+// means slog.Default(); the gauge is registered on reg (nil: the default
+// registry).
+func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration, log *slog.Logger, reg prometheus.Registerer) error {
 	if every <= 0 {
 		return fmt.Errorf("occupancy lag: interval must be positive, got %v", every)
+	}
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	gauge, err := lagGauge(reg)
+	if err != nil {
+		return fmt.Errorf("occupancy lag: %w", err)
 	}
 	if log == nil {
 		log = slog.Default()
@@ -191,7 +202,7 @@ func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration,
 		case err != nil && ctx.Err() == nil:
 			log.Warn("measuring occupancy lag failed; retrying next interval", "err", err)
 		case err == nil:
-			rep.Export()
+			rep.Export(gauge)
 			log.Debug("occupancy lag", "total", rep.Total, "fence_triggers", rep.ByTopic[geofence.TopicTriggers], "loop", rep.ByTopic[geofence.TopicOccupancyLoop])
 		}
 		select {

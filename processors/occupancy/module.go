@@ -83,7 +83,11 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 		shared = fences.NewShared(geofence.TopicFences)
 	}
 	cat, ready, follow := shared.Follow(env.Cluster, log.With("component", "fences"))
-	g, err := New(env.Topology, append(opts, WithLogger(log), WithCatalogue(cat))...)
+	opts = append(opts, WithLogger(log), WithCatalogue(cat))
+	if env.Registerer != nil {
+		opts = append(opts, WithRegisterer(env.Registerer))
+	}
+	g, err := New(env.Topology, opts...)
 	if err != nil {
 		return err
 	}
@@ -98,7 +102,7 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	env.Log = log
 	eg.Go(func() error { return host.RunProcessors(ctx, env, Name, ready, proc) })
 	if cfg.lagEvery > 0 {
-		eg.Go(func() error { return RunLagReporter(ctx, env.Cluster, cfg.lagEvery, log) })
+		eg.Go(func() error { return RunLagReporter(ctx, env.Cluster, cfg.lagEvery, log, env.Registerer) })
 	}
 	return eg.Wait()
 }

@@ -1,48 +1,58 @@
 package occupancy
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
 
-var triggersSeen = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "fencestream_occupancy_triggers_total",
-	Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the record's horizon for a device it no longer holds), forward (sent on to a salted part of a split fence) or invalid (dead-lettered).",
-}, []string{"result"})
+// metrics are occupancy's, registered on WithRegisterer's registry.
+type metrics struct {
+	// seenBy are triggers' counters by Result, looked up once (which also
+	// exports zeros) rather than by label on every trigger.
+	seenBy [len(resultNames)]prometheus.Counter
+	seen   *prometheus.CounterVec
+	splits prometheus.Counter
+}
 
-var splits = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "fencestream_occupancy_splits_total",
-	Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
-})
-
-// seenBy are triggersSeen's counters by Result, looked up once (which also
-// exports zeros) rather than by label on every trigger.
-var seenBy = func() (c [len(resultNames)]prometheus.Counter) {
-	for r := range c {
-		c[r] = triggersSeen.WithLabelValues(Result(r).String())
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	seen, err1 := host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_occupancy_triggers_total",
+		Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the record's horizon for a device it no longer holds), forward (sent on to a salted part of a split fence) or invalid (dead-lettered).",
+	}, []string{"result"}))
+	splits, err2 := host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencestream_occupancy_splits_total",
+		Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
+	}))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
 	}
-	return c
-}()
+	m := &metrics{seen: seen, splits: splits}
+	for r := range m.seenBy {
+		m.seenBy[r] = seen.WithLabelValues(Result(r).String())
+	}
+	return m, nil
+}
 
-// seen counts a trigger's result.
-func seen(r Result) {
-	if r >= 0 && int(r) < len(seenBy) {
-		seenBy[r].Inc()
+// count counts a trigger's result.
+func (m *metrics) count(r Result) {
+	if r >= 0 && int(r) < len(m.seenBy) {
+		m.seenBy[r].Inc()
 		return
 	}
-	triggersSeen.WithLabelValues(r.String()).Inc()
+	m.seen.WithLabelValues(r.String()).Inc()
 }
 
 // Group is the Goka group type of the occupancy processor.
@@ -59,13 +69,14 @@ type config struct {
 	log    *slog.Logger
 	cat    *fences.Catalogue
 	// Module and Run only (module.go).
-	fences   *fences.Shared
-	lagEvery time.Duration
+	fences     *fences.Shared
+	lagEvery   time.Duration
+	registerer prometheus.Registerer
 }
 
 // defaultConfig is every default of occupancy's options, in one place.
 func defaultConfig() config {
-	return config{limits: Limits{}.withDefaults(), log: slog.Default(), lagEvery: DefaultLagInterval}
+	return config{limits: Limits{}.withDefaults(), log: slog.Default(), lagEvery: DefaultLagInterval, registerer: prometheus.DefaultRegisterer}
 }
 
 // ReasonUnknownFence is the dead-letter reason of a trigger for a fence the
@@ -96,6 +107,10 @@ func WithHorizon(d time.Duration) Opt { return func(c *config) { c.limits.Horizo
 // (default DefaultMaxMembers). New refuses a value whose worst-case record
 // exceeds MaxRecordBytes.
 func WithMaxMembers(n int) Opt { return func(c *config) { c.limits.MaxMembers = n } }
+
+// WithRegisterer sets where occupancy's metrics are registered (default
+// prometheus.DefaultRegisterer); Module and Run use the binary's.
+func WithRegisterer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
@@ -136,7 +151,11 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	// it again was ~6 % of the bench's CPU). Handlers here never keep a
 	// record past their callback.
 	group.CacheStates(g, stateCacheBytes)
-	out := &outputs{}
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
+		return nil, fmt.Errorf("occupancy: metrics: %w", err)
+	}
+	out := &outputs{m: m}
 	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return out.handleTrigger(c, t, cfg.cat) })
 	out.hotKeys = group.Output[kitpb.HotKey](g, topology.TopicHotKeys)
 	out.byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return out.handleLooped(c, t, cfg.limits) })
@@ -149,21 +168,22 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 type outputs struct {
 	byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
 	hotKeys group.Out[kitpb.HotKey, *kitpb.HotKey]
+	m       *metrics
 }
 
 // handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
 func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
 	if err := validate(t); err != nil {
-		seen(Invalid)
+		out.m.count(Invalid)
 		return err
 	}
 	if err := checkAuthentic(c.Key(), true, t); err != nil {
-		seen(Invalid)
+		out.m.count(Invalid)
 		c.DeadLetter(ReasonForged, err)
 		return nil
 	}
 	if cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
-		seen(Invalid)
+		out.m.count(Invalid)
 		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
 		return nil
 	}
@@ -176,18 +196,18 @@ func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences
 // device.
 func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
 	if err := validateLooped(c.Key(), t); err != nil {
-		seen(Invalid)
+		out.m.count(Invalid)
 		return err
 	}
 	if err := checkAuthentic("", false, t); err != nil { // the loop topic can be written to as well
-		seen(Invalid)
+		out.m.count(Invalid)
 		c.DeadLetter(ReasonForged, err)
 		return nil
 	}
 	if part, ok := peekForward(c.Key(), c.StateBytes(), t, lim); ok {
 		// Not this record's device and nothing to write: a hop costs a scan
 		// of the record, not its decoding.
-		seen(Forward)
+		out.m.count(Forward)
 		out.byFence.Send(c, part, t)
 		return nil
 	}
@@ -197,7 +217,7 @@ func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) 
 	}
 	wasSplit := occ.GetSaltBuckets() > 0
 	changed, res := Apply(occ, t, lim)
-	seen(res)
+	out.m.count(res)
 	switch res {
 	case Invalid: // validateLooped passed, so only a state for another fence
 		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
@@ -226,7 +246,7 @@ func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) 
 // for other consumers. decided_at_ms is the trigger's HLC time, so a replay
 // writes the same record.
 func (out *outputs) recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
-	splits.Inc()
+	out.m.splits.Inc()
 	c.Logger().Info("occupancy record full: new devices go to salted parts", "members", len(occ.GetMembers()), "buckets", occ.GetSaltBuckets())
 	key := geofence.TopicOccupancy + "/" + c.Key()
 	if topology.ValidateKey(key, 0) != nil {
