@@ -60,7 +60,10 @@ func (s Settings) validate() error {
 // and precompute its geometry; after that treat it as immutable (copies
 // share the geometry).
 type Fence struct {
-	ID   string
+	ID string
+	// geo is nil until validated; see compiled. Next to ID, where a lookup
+	// that finds the fence reads it.
+	geo  *shape
 	Name string
 	// Geometry is an orb.Polygon or orb.MultiPolygon (ring 0 of each
 	// polygon is the outer ring, the others are holes), or, for a circle,
@@ -70,7 +73,6 @@ type Fence struct {
 	RadiusM  float64
 	Settings Settings
 
-	geo *shape // nil until validated; see compiled
 	// Fences are not comparable (== on the geometry slices would panic at
 	// run time); compare IDs instead.
 	_ [0]func()

@@ -55,6 +55,13 @@ type shape struct {
 	bounds   Bounds
 }
 
+// shapeOne is a one-ring polygon's shape with its polygon and ring headers.
+type shapeOne struct {
+	shape
+	poly [1]polyGeo
+	ring [1][]vec
+}
+
 // validPosition reports whether lat/lon are finite and in range.
 func validPosition(lat, lon float64) bool {
 	return lat >= -90 && lat <= 90 && lon >= -180 && lon <= 180 // false for NaN
@@ -179,9 +186,21 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 	// crossing becomes a continuous range, and measure the box.
 	minX, minY := math.Inf(1), math.Inf(1)
 	maxX, maxY := math.Inf(-1), math.Inf(-1)
-	out := make([]polyGeo, len(polys))
+	// A polygon of one ring (most fences) is one allocation with its shape,
+	// so a distance follows one pointer less twice over when it is cold.
+	var one *shapeOne
+	var out []polyGeo
+	if len(polys) == 1 && len(polys[0]) == 1 {
+		one = &shapeOne{}
+		out = one.poly[:]
+		out[0].rings = one.ring[:]
+	} else {
+		out = make([]polyGeo, len(polys))
+	}
 	for pi, p := range polys {
-		out[pi].rings = make([][]vec, len(p))
+		if one == nil {
+			out[pi].rings = make([][]vec, len(p))
+		}
 		for ri, r := range p {
 			ring := make([]vec, 0, len(r))
 			for _, pt := range r {
@@ -216,7 +235,11 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 	if len(out) > 1 {
 		markSeams(out)
 	}
-	s := &shape{lat: cy, lon: normLon(refLon + cx), polys: out}
+	s := &shape{}
+	if one != nil {
+		s = &one.shape
+	}
+	*s = shape{lat: cy, lon: normLon(refLon + cx), polys: out}
 	s.bounds = Bounds{South: minY, North: maxY, West: normLon(refLon + minX), East: normLon(refLon + maxX)}
 	if s.bounds.West == 180 && s.bounds.East != 180 {
 		s.bounds.West = -180 // keep West <= East unless it really crosses
