@@ -229,7 +229,7 @@ func (b Bounds) entries() ([2]rect, int) {
 	}, 2
 }
 
-// intersects matches the rtree's own rectangle test.
+// intersects is the rectangle test of the index (Near) and ContainsPoint.
 func intersects(amin, amax, bmin, bmax [2]float64) bool {
 	return !(bmin[0] > amax[0] || bmax[0] < amin[0] || bmin[1] > amax[1] || bmax[1] < amin[1])
 }
