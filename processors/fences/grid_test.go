@@ -32,7 +32,8 @@ func checkGrid(t *testing.T, g *grid) {
 	for si := range g.shards {
 		sh := &g.shards[si]
 		n := 0
-		for _, s := range sh.slots {
+		for i := range sh.slots {
+			s := &sh.slots[i]
 			if s.key == 0 {
 				continue
 			}
@@ -41,14 +42,14 @@ func checkGrid(t *testing.T, g *grid) {
 			if shardOfCell(l, cx, cy) != si {
 				t.Fatalf("cell %d/%d,%d in shard %d, want %d", l, cx, cy, si, shardOfCell(l, cx, cy))
 			}
-			if len(s.items) == 0 {
+			if s.first.e == nil || (s.rest != nil && len(s.rest) == 0) {
 				t.Fatalf("cell %d/%d,%d is empty but held", l, cx, cy)
 			}
-			if got := sh.find(s.key - 1); len(got) != len(s.items) || &got[0] != &s.items[0] {
+			if got := sh.find(s.key - 1); got != s {
 				t.Fatalf("cell %d/%d,%d not found by a lookup", l, cx, cy)
 			}
 			cells[l]++
-			for _, it := range s.items {
+			for _, it := range s.items() {
 				if it.cx0 == cx && it.cy0 == cy {
 					rects[l]++
 				}
@@ -309,7 +310,7 @@ func TestGridShardTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	var sh gridShard
 	model := map[uint64]int{}
-	item := []gridItem{{}}
+	item := []gridItem{{e: &entry{}}}
 	for i := range 20000 {
 		k := uint64(rng.IntN(300)) * 0x9e3779b9 // collide in few slots
 		if rng.IntN(3) == 0 {
