@@ -395,10 +395,6 @@ func buildGrid(es []*entry) grid {
 func (g *grid) near(q *query, fn func(f *Fence) bool) {
 	lk := lookup{fn: fn, dedup: q.n > 1}
 	defer lk.release()
-	total := 0
-	for l := 0; l < g.levels; l++ {
-		total += g.cells[l]
-	}
 	for l := 0; l < g.levels; l++ {
 		if g.rects[l] == 0 {
 			continue
@@ -407,7 +403,7 @@ func (g *grid) near(q *query, fn func(f *Fence) bool) {
 			lk.qmin, lk.qmax = q.min[qi], q.max[qi]
 			lk.qcx0, lk.qcy0 = g.cell(l, lk.qmin[0], lk.qmin[1])
 			qcx1, qcy1 := g.cell(l, lk.qmax[0], lk.qmax[1])
-			if int64(qcx1-lk.qcx0+1)*int64(qcy1-lk.qcy0+1) <= int64(total+gridShards) {
+			if probes := int64(qcx1-lk.qcx0+1) * int64(qcy1-lk.qcy0+1); probes <= gridShards || probes <= int64(g.heldCells()+gridShards) {
 				for cy := lk.qcy0; cy <= qcy1; cy++ {
 					for cx := lk.qcx0; cx <= qcx1; cx++ {
 						s := g.shards[shardOfCell(l, cx, cy)].find(cellKey(l, cx, cy))
@@ -433,6 +429,15 @@ func (g *grid) near(q *query, fn func(f *Fence) bool) {
 			}
 		}
 	}
+}
+
+// heldCells is the number of non-empty cells over all levels.
+func (g *grid) heldCells() int {
+	n := 0
+	for _, c := range g.cells[:g.levels] {
+		n += c
+	}
+	return n
 }
 
 // lookup is one near call's state; it lives on the caller's stack.
