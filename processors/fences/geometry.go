@@ -558,6 +558,19 @@ func (s *shape) haversineM(lat, lon float64) float64 {
 // distance; a point on a seam is inside (it is inside the union).
 func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 	const ky = metresPerDegree
+	// Read one vertex per cache line first. These loads don't depend on
+	// each other, so the lines of a cold polygon arrive together; the edge
+	// loop would otherwise wait for them one at a time, which costs more
+	// than the arithmetic at 100,000 fences. Adding 0 × their sum keeps the
+	// loads and never changes px (vertices are finite).
+	var touch float64
+	for _, ring := range p.rings {
+		for k := 0; k < len(ring); k += 4 {
+			touch += ring[k].x
+		}
+		touch += ring[len(ring)-1].x
+	}
+	px += 0 * touch
 	inside := false
 	minD2, seamD2 := math.Inf(1), math.Inf(1)
 	for r, ring := range p.rings {
