@@ -70,7 +70,7 @@ const bulkFraction = 4
 // version lower than the current one: ErrVersionRegressed) nothing is
 // applied and readers keep the previous snapshot. An equal version is
 // accepted: the caller owns version numbering. The cost grows with the k
-// fences changed, not with the n held (plus a fixed 32 KB of shard headers
+// fences changed, not with the n held (plus a fixed ~40 KB of shard headers
 // copied per batch).
 func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) error {
 	// Validate outside the lock: it is the expensive part.
