@@ -40,13 +40,14 @@ const (
 
 // gridItem is one fence rectangle in one cell. The box is the rectangle
 // rounded outward to float32 (a conservative first test that keeps two
-// items per cache line); cx0, cy0 are the cell of the rectangle's
-// south-west corner at its level, which decides the one cell in which a
-// lookup reports the fence.
+// items per cache line). geo is e.f.geo: a lookup that passes the first
+// test reads the exact box from the shape and the entry's rectangle count
+// at once, two independent loads, so the shape the caller's distance
+// needs next is already on its way while the entry arrives.
 type gridItem struct {
-	box      [4]float32 // west, south, east, north
-	cx0, cy0 int32
-	e        *entry
+	box [4]float32 // west, south, east, north
+	geo *shape
+	e   *entry
 }
 
 // cellSlot is one non-empty cell of a shard's open-addressed table, one
@@ -310,7 +311,7 @@ func (w *gridWriter) insert(e *entry) {
 			if s := sh.find(k); s != nil {
 				items = s.items()
 			}
-			items = append(items, gridItem{box: box, cx0: cx0, cy0: cy0, e: e})
+			items = append(items, gridItem{box: box, geo: e.f.geo, e: e})
 			w.g.cells[l] += sh.set(k, items)
 		})
 	}
@@ -349,7 +350,7 @@ func buildGrid(es []*entry) grid {
 				if cx == cx0 && cy == cy0 {
 					g.rects[l]++
 				}
-				all = append(all, placed{k: cellKey(l, cx, cy), it: gridItem{box: box, cx0: cx0, cy0: cy0, e: e}})
+				all = append(all, placed{k: cellKey(l, cx, cy), it: gridItem{box: box, geo: e.f.geo, e: e}})
 			})
 		}
 	}
@@ -393,12 +394,13 @@ func buildGrid(es []*entry) grid {
 // near calls fn once for every fence whose rectangle intersects one of
 // q's, until fn returns false.
 func (g *grid) near(q *query, fn func(f *Fence) bool) {
-	lk := lookup{fn: fn, dedup: q.n > 1}
+	lk := lookup{fn: fn, g: g, dedup: q.n > 1}
 	defer lk.release()
 	for l := 0; l < g.levels; l++ {
 		if g.rects[l] == 0 {
 			continue
 		}
+		lk.l = l
 		for qi := 0; qi < q.n; qi++ {
 			lk.qmin, lk.qmax = q.min[qi], q.max[qi]
 			lk.qcx0, lk.qcy0 = g.cell(l, lk.qmin[0], lk.qmin[1])
@@ -443,6 +445,8 @@ func (g *grid) heldCells() int {
 // lookup is one near call's state; it lives on the caller's stack.
 type lookup struct {
 	fn         func(*Fence) bool
+	g          *grid
+	l          int // the level being read
 	qmin, qmax [2]float64
 	qcx0, qcy0 int32
 	dedup      bool // the query has two rectangles
@@ -470,20 +474,29 @@ func (lk *lookup) visit(cx, cy int32, s *cellSlot) bool {
 // item reports it if its rectangle intersects the query rectangle, each
 // fence in the one cell holding the south-west corner of its overlap with
 // the query: cell is monotonic, so that cell is (max(cx0, qcx0),
-// max(cy0, qcy0)). It returns false when fn asks to stop.
+// max(cy0, qcy0)) for the rectangle's own corner cell (cx0, cy0). A fence
+// split at the antimeridian (two rectangles) is de-duplicated by identity
+// instead. It returns false when fn asks to stop.
 func (lk *lookup) item(cx, cy int32, it *gridItem) bool {
 	qmin, qmax := &lk.qmin, &lk.qmax
 	if float64(it.box[0]) > qmax[0] || float64(it.box[2]) < qmin[0] ||
-		float64(it.box[1]) > qmax[1] || float64(it.box[3]) < qmin[1] ||
-		max(it.cx0, lk.qcx0) != cx || max(it.cy0, lk.qcy0) != cy {
+		float64(it.box[1]) > qmax[1] || float64(it.box[3]) < qmin[1] {
 		return true
 	}
-	e := it.e
-	if !intersects(*qmin, *qmax, e.rects[0].min, e.rects[0].max) &&
-		(e.nrects < 2 || !intersects(*qmin, *qmax, e.rects[1].min, e.rects[1].max)) {
+	e, b := it.e, &it.geo.bounds
+	split := e.nrects > 1
+	if !split {
+		if b.West > qmax[0] || b.East < qmin[0] || b.South > qmax[1] || b.North < qmin[1] {
+			return true
+		}
+		cx0, cy0 := lk.g.cell(lk.l, b.West, b.South)
+		if max(cx0, lk.qcx0) != cx || max(cy0, lk.qcy0) != cy {
+			return true
+		}
+	} else if !intersects(*qmin, *qmax, e.rects[0].min, e.rects[0].max) && !intersects(*qmin, *qmax, e.rects[1].min, e.rects[1].max) {
 		return true
 	}
-	if (lk.dedup || e.nrects > 1) && !lk.first(e) {
+	if (lk.dedup || split) && !lk.first(e) {
 		return true
 	}
 	return lk.fn(&e.f)

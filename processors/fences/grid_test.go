@@ -50,8 +50,16 @@ func checkGrid(t *testing.T, g *grid) {
 			}
 			cells[l]++
 			for _, it := range s.items() {
-				if it.cx0 == cx && it.cy0 == cy {
-					rects[l]++
+				if it.geo != it.e.f.geo {
+					t.Fatalf("cell %d/%d,%d: an item's shape is not its fence's", l, cx, cy)
+				}
+				for _, r := range it.e.rects[:it.e.nrects] {
+					// Count each rectangle in the cell of its south-west corner.
+					if rl := g.levelOf(r); rl == l {
+						if x, y := g.cell(l, r.min[0], r.min[1]); x == cx && y == cy && it.box == f32box(r) {
+							rects[l]++
+						}
+					}
 				}
 			}
 		}
