@@ -276,7 +276,8 @@ type gridWriter struct {
 	copied [gridShards]bool
 }
 
-// cells calls fn for every cell of rectangle r at its level.
+// cellsOf calls fn for every cell of rectangle r at its level, with the
+// cell of r's south-west corner (cx0, cy0).
 func (g *grid) cellsOf(r rect, fn func(l int, cx, cy, cx0, cy0 int32)) {
 	l := g.levelOf(r)
 	cx0, cy0 := g.cell(l, r.min[0], r.min[1])
@@ -334,8 +335,9 @@ func (w *gridWriter) remove(e *entry) {
 	}
 }
 
-// buildGrid indexes es from scratch: cells are filled in key order from one
-// backing array, so neighbouring cells of a row are neighbours in memory.
+// buildGrid indexes es from scratch: the items after each cell's first are
+// laid out in key order in one backing array, so neighbouring cells of a
+// row are neighbours in memory.
 func buildGrid(es []*entry) grid {
 	g := newGrid(es)
 	type placed struct {
@@ -355,12 +357,9 @@ func buildGrid(es []*entry) grid {
 		}
 	}
 	slices.SortFunc(all, func(a, b placed) int { return cmp.Compare(a.k, b.k) })
-	items := make([]gridItem, len(all))
-	for i := range all {
-		items[i] = all[i].it
-	}
 	// Size every shard for its cells first, so no table grows while filling.
 	var perShard [gridShards]int
+	nrest := 0
 	for i := 0; i < len(all); {
 		j := i + 1
 		for j < len(all) && all[j].k == all[i].k {
@@ -368,8 +367,11 @@ func buildGrid(es []*entry) grid {
 		}
 		l, cx, cy := keyCell(all[i].k)
 		perShard[shardOfCell(l, cx, cy)]++
+		nrest += j - i - 1
 		i = j
 	}
+	rest := make([]gridItem, 0, nrest)
+	var one [1]gridItem
 	for i, n := range perShard {
 		if n > 0 {
 			size := 8
@@ -385,7 +387,18 @@ func buildGrid(es []*entry) grid {
 			j++
 		}
 		l, cx, cy := keyCell(all[i].k)
-		g.cells[l] += g.shards[shardOfCell(l, cx, cy)].set(all[i].k, items[i:j:j])
+		// The cell's first item goes in its slot, the others after the
+		// previous cell's in rest.
+		from := len(rest)
+		for _, p := range all[i+1 : j] {
+			rest = append(rest, p.it)
+		}
+		sh := &g.shards[shardOfCell(l, cx, cy)]
+		one[0] = all[i].it // set copies it into the slot
+		g.cells[l] += sh.set(all[i].k, one[:])
+		if j > i+1 {
+			sh.find(all[i].k).rest = rest[from:len(rest):len(rest)]
+		}
 		i = j
 	}
 	return g
