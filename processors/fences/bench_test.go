@@ -1,9 +1,12 @@
 package fences
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,12 +175,17 @@ const scaleFences = 100_000
 //     plus that build: what a start costs besides fetching;
 //   - update: one fence moved (an upsert of a held id) into the full
 //     catalogue, and one delete and re-insert;
-//   - index: Near alone (the catalogue's part of a ping);
-//   - lookup: the debouncer's per-ping geometry (Near with a 50 m margin and
-//     SignedDistance for each fence visited) at points near fences, for the
-//     34 demo fences and for the 100,000.
+//   - index: Near alone (the candidate lookup);
+//   - lookup: what the debouncer does per ping in the catalogue: Near with
+//     its margin and SignedDistance for each fence visited, at pings placed
+//     as a fleet spends its time (fleetPings: half at fences, a third on
+//     the road between neighbouring fences, the rest anywhere), for the 34
+//     demo fences (mostly circles round Berlin), for the first 34 synthetic
+//     fences (the same shapes as the 100,000, so the ratio is the
+//     catalogue's size alone) and for the 100,000.
 //
-// heap-MB is the live heap the 100,000 fences and their catalogue hold.
+// heap-MB is the live heap the 100,000 fences and their catalogue hold;
+// grid-MB the part of it that is the spatial index (cell tables and items).
 func BenchmarkCatalogueScale(b *testing.B) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
@@ -204,6 +212,7 @@ func BenchmarkCatalogueScale(b *testing.B) {
 		}
 		reportCPU(b, cpu0)
 		b.ReportMetric(heapMB, "heap-MB")
+		b.ReportMetric(float64(c.Snapshot().idx.memBytes())/(1<<20), "grid-MB")
 	})
 	b.Run("start/fences=100000", func(b *testing.B) {
 		codec := codecs.For[geofencepb.Fence]()
@@ -280,34 +289,35 @@ func BenchmarkCatalogueScale(b *testing.B) {
 	if err := demo.Apply(1, Demo(), nil); err != nil {
 		b.Fatal(err)
 	}
+	few := New()
+	if err := few.Apply(1, fs[:34], nil); err != nil {
+		b.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		snap *Snapshot
 		fs   []Fence
-	}{{"lookup/fences=34", demo.Snapshot(), Demo()}, {"lookup/fences=100000", c.Snapshot(), fs}} {
-		rng := rand.New(rand.NewPCG(3, 4))
-		pts := make([][2]float64, 4096)
-		for i := range pts {
-			bd := tc.fs[rng.IntN(len(tc.fs))].Bounds()
-			// Anywhere within a fence's box grown by 300 m: a fleet spends
-			// its time at fences.
-			lat := bd.South + (bd.North-bd.South)/2
-			pts[i] = [2]float64{
-				bd.South - 300/metresPerDegree + rng.Float64()*(bd.North-bd.South+600/metresPerDegree),
-				bd.West - 300/kx(lat) + rng.Float64()*(bd.East-bd.West+600/kx(lat)),
-			}
-		}
+	}{
+		{"fences=34", demo.Snapshot(), Demo()},
+		{"fences=34-synthetic", few.Snapshot(), fs[:34]},
+		{"fences=100000", c.Snapshot(), fs},
+	} {
+		pts := fleetPings(rand.New(rand.NewPCG(3, 4)), tc.fs, 4096)
 		for _, geometry := range []bool{false, true} {
-			name := strings.Replace(tc.name, "lookup", "index", 1)
+			name := "index/" + tc.name
 			if geometry {
-				name = tc.name
+				name = "lookup/" + tc.name
 			}
 			b.Run(name, func(b *testing.B) {
 				var lat, lon, sum float64
-				visits := 0
+				visits, inside := 0, 0
 				fn := func(f *Fence) bool {
 					if geometry {
-						sum += f.SignedDistance(lat, lon)
+						d := f.SignedDistance(lat, lon)
+						sum += d
+						if d >= 0 {
+							inside++
+						}
 					}
 					visits++
 					return true
@@ -317,14 +327,79 @@ func BenchmarkCatalogueScale(b *testing.B) {
 				i := 0
 				cpu0 := cpuTime()
 				for b.Loop() {
-					p := pts[i&4095]
+					p := &pts[i&4095]
 					i++
-					lat, lon = p[0], p[1]
-					tc.snap.Near(lat, lon, 50, fn)
+					lat, lon = p.lat, p.lon
+					tc.snap.Near(lat, lon, p.marginM, fn)
 				}
 				reportCPU(b, cpu0)
 				b.ReportMetric(float64(visits)/float64(i), "visits/op")
+				if geometry {
+					b.ReportMetric(float64(inside)/float64(i), "inside/op")
+				}
 			})
 		}
 	}
+}
+
+// fleetPing is one benchmark ping: where, and the margin the debouncer
+// would pass to Near for it.
+type fleetPing struct{ lat, lon, marginM float64 }
+
+// fleetPings places n pings the way a fleet spends its time around fs:
+//
+//   - 50% at a fence: uniform in a random fence's box grown by 300 m (at
+//     depots, customers, stations; inside or just outside);
+//   - 35% on the road: uniform on the straight line from a fence to one of
+//     its neighbours (the next fences by position), 20 m either side;
+//   - 15% anywhere: uniform over the fences' area grown by 5 km.
+//
+// The margin is the debouncer's: the default hysteresis (25 m) + the ping's
+// accuracy (uniform 5–30 m) + 1 m.
+func fleetPings(rng *rand.Rand, fs []Fence, n int) []fleetPing {
+	// Neighbours: fences sorted by a coarse row-major position (0.1°
+	// cells), so i±1..3 are mostly near each other.
+	order := make([]int, len(fs))
+	area := Bounds{South: 90, West: 180, North: -90, East: -180}
+	for i := range fs {
+		order[i] = i
+		b := fs[i].Bounds()
+		area.South, area.North = math.Min(area.South, b.South), math.Max(area.North, b.North)
+		area.West, area.East = math.Min(area.West, b.West), math.Max(area.East, b.East)
+	}
+	centre := func(i int) (float64, float64) {
+		b := fs[i].Bounds()
+		return (b.South + b.North) / 2, (b.West + b.East) / 2
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		la, oa := centre(a)
+		lb, ob := centre(b)
+		return cmp.Or(cmp.Compare(math.Floor(la*10), math.Floor(lb*10)), cmp.Compare(oa, ob))
+	})
+	pad := 5000 / metresPerDegree
+	pts := make([]fleetPing, n)
+	for i := range pts {
+		var lat, lon float64
+		switch r := rng.Float64(); {
+		case r < 0.50:
+			bd := fs[rng.IntN(len(fs))].Bounds()
+			mid := (bd.South + bd.North) / 2
+			lat = bd.South - 300/metresPerDegree + rng.Float64()*(bd.North-bd.South+600/metresPerDegree)
+			lon = bd.West - 300/kx(mid) + rng.Float64()*(bd.East-bd.West+600/kx(mid))
+		case r < 0.85:
+			k := rng.IntN(len(order))
+			a, z := order[k], order[min(k+1+rng.IntN(3), len(order)-1)]
+			lat0, lon0 := centre(a)
+			lat1, lon1 := centre(z)
+			t := rng.Float64()
+			side := (rng.Float64()*2 - 1) * 20
+			lat = lat0 + t*(lat1-lat0) + side/metresPerDegree
+			lon = lon0 + t*(lon1-lon0) + side/kx(lat0)
+		default:
+			lat = area.South - pad + rng.Float64()*(area.North-area.South+2*pad)
+			lon = area.West - pad/math.Cos(area.North*degToRad) + rng.Float64()*(area.East-area.West+2*pad/math.Cos(area.North*degToRad))
+		}
+		pts[i] = fleetPing{lat: lat, lon: lon, marginM: 25 + 5 + rng.Float64()*25 + 1}
+	}
+	return pts
 }

@@ -1,7 +1,6 @@
 package fences
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -9,25 +8,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/tidwall/rtree"
 )
 
 // Catalogue holds the current fence set. Readers take a Snapshot (one
-// atomic load) and never wait for writers. Apply changes a writer-owned
-// copy-on-write index in O(log n) per fence (a batch as large as a
-// quarter of the catalogue, or the first one, is indexed afresh in one
-// bulk build instead) and publishes the result as a new immutable Snapshot
-// with one atomic store; the nodes it did not touch are shared with older
+// atomic load) and never wait for writers. Apply copies the parts of the
+// copy-on-write index a batch touches (the id shards and grid shards of the
+// fences it changes, O(1) per fence of typical size; a batch as large as a
+// quarter of the catalogue, or the first one, is indexed afresh in one bulk
+// build instead) and publishes the result as a new immutable Snapshot with
+// one atomic store; the parts it did not touch are shared with older
 // snapshots, never modified. All methods are safe for concurrent use. The
 // zero Catalogue is empty and ready to use.
 type Catalogue struct {
-	mu  sync.Mutex // serialises writers; guards work and hyst
+	mu  sync.Mutex // serialises writers; guards hyst
 	cur atomic.Pointer[Snapshot]
-	// work is the writer's tree: every snapshot holds a Copy of it taken
-	// when it was published, so writes here copy the shared nodes they
-	// touch and a published tree is never written to.
-	work *rtree.RTreeG[*entry]
 	// hyst counts fences by HysteresisM override, so a delete of the
 	// largest one finds the next largest without a scan of the fences.
 	hyst map[float64]int
@@ -62,8 +56,9 @@ func (c *Catalogue) Snapshot() *Snapshot {
 func (c *Catalogue) Version() uint64 { return c.Snapshot().version }
 
 // bulkFraction: a batch changing at least 1/bulkFraction of the fences
-// held is indexed by a bulk build (Hilbert-ordered inserts give tighter
-// nodes) rather than fence by fence.
+// held is indexed by a bulk build (which also re-sizes the grid's cells for
+// the fences now held, and lays cells out contiguously) rather than fence
+// by fence.
 const bulkFraction = 4
 
 // Apply applies a batch atomically and stamps it with version: deletes
@@ -74,8 +69,9 @@ const bulkFraction = 4
 // On error (an invalid upsert, as *FenceError with its batch index, or a
 // version lower than the current one: ErrVersionRegressed) nothing is
 // applied and readers keep the previous snapshot. An equal version is
-// accepted: the caller owns version numbering. The cost is O(k log n) for
-// k changed fences of n, not O(n).
+// accepted: the caller owns version numbering. The cost grows with the k
+// fences changed, not with the n held (plus a fixed ~40 KB of shard headers
+// copied per batch).
 func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) error {
 	// Validate outside the lock: it is the expensive part.
 	ups := make([]Fence, len(upserts))
@@ -108,22 +104,22 @@ func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) err
 		c.held.Store(ups[i].ID, struct{}{})
 	}
 	var s *Snapshot
-	if c.work == nil || old.n == 0 || len(ops)*bulkFraction >= old.n {
+	if old.n == 0 || len(ops)*bulkFraction >= old.n {
 		s = c.rebuild(old, ops)
 	} else {
 		s = c.update(old, ops)
 	}
 	s.version = version
-	s.tree = c.work.Copy()
 	c.cur.Store(s)
 	return nil
 }
 
 // update changes the fences in ops one by one: each shard of the id index
-// it touches is copied once, and each tree change copies the nodes on one
-// root-to-leaf path.
+// and of the grid it touches is copied once, and each changed cell gets a
+// new item slice.
 func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
-	s := &Snapshot{n: old.n, shards: old.shards, maxHysteresis: old.maxHysteresis}
+	s := &Snapshot{n: old.n, shards: old.shards, maxHysteresis: old.maxHysteresis, idx: old.idx}
+	gw := &gridWriter{g: &s.idx}
 	var copied [shardCount]bool
 	maxGone := false
 	for id, e := range ops {
@@ -139,9 +135,7 @@ func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
 			s.shards[i] = m
 		}
 		if prev != nil {
-			for _, r := range prev.rects[:prev.nrects] {
-				c.work.Delete(r.min, r.max, prev)
-			}
+			gw.remove(prev)
 			if h := prev.f.Settings.HysteresisM; h >= s.maxHysteresis {
 				maxGone = true
 			}
@@ -150,9 +144,7 @@ func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
 			s.n--
 		}
 		if e != nil {
-			for _, r := range e.rects[:e.nrects] {
-				c.work.Insert(r.min, r.max, e)
-			}
+			gw.insert(e)
 			c.countHysteresis(e.f.Settings.HysteresisM, 1)
 			s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
 			s.shards[i][id] = e
@@ -185,12 +177,6 @@ func (c *Catalogue) rebuild(old *Snapshot, ops map[string]*entry) *Snapshot {
 		}
 	}
 	c.hyst = map[float64]int{}
-	type item struct {
-		r   rect
-		e   *entry
-		key uint64
-	}
-	items := make([]item, 0, len(all)+len(all)/64)
 	for _, e := range all {
 		i := shardOf(e.f.ID)
 		if s.shards[i] == nil {
@@ -199,18 +185,9 @@ func (c *Catalogue) rebuild(old *Snapshot, ops map[string]*entry) *Snapshot {
 		s.shards[i][e.f.ID] = e
 		c.countHysteresis(e.f.Settings.HysteresisM, 1)
 		s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
-		for _, r := range e.rects[:e.nrects] {
-			items = append(items, item{r: r, e: e, key: hilbertKey((r.min[0]+r.max[0])/2, (r.min[1]+r.max[1])/2)})
-		}
 	}
 	s.n = len(all)
-	// Inserting in Hilbert order packs nearby fences into the same leaves:
-	// tighter nodes, fewer rectangles tested per search.
-	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.key, b.key) })
-	c.work = &rtree.RTreeG[*entry]{}
-	for _, it := range items {
-		c.work.Insert(it.r.min, it.r.max, it.e)
-	}
+	s.idx = buildGrid(all)
 	return s
 }
 
@@ -232,7 +209,7 @@ type Snapshot struct {
 	// shards is the id index, split so that an update copies only the
 	// maps it touches (a few hundred entries each at 100,000 fences).
 	shards        [shardCount]map[string]*entry
-	tree          *rtree.RTreeG[*entry]
+	idx           grid
 	maxHysteresis float64
 
 	sortOnce sync.Once
@@ -252,11 +229,12 @@ func shardOf(id string) int {
 }
 
 // entry is one indexed fence. A fence whose box crosses the antimeridian
-// is in the tree twice (split); Near de-duplicates those.
+// is in the grid twice (split); Near de-duplicates those. rects come
+// first: a lookup reads them just before it hands out f.
 type entry struct {
-	f      Fence
 	rects  [2]rect
 	nrects int
+	f      Fence
 }
 
 func newEntry(f Fence) *entry {
@@ -269,35 +247,7 @@ func newEntry(f Fence) *entry {
 // immutable.
 var empty = emptySnapshot()
 
-func emptySnapshot() *Snapshot {
-	return &Snapshot{tree: &rtree.RTreeG[*entry]{}}
-}
-
-// hilbertKey maps lon/lat to a position on a Hilbert curve over the world
-// (16 bits per axis).
-func hilbertKey(lon, lat float64) uint64 {
-	const n = 1 << 16
-	x := uint32(math.Min((lon+180)/360*n, n-1))
-	y := uint32(math.Min((lat+90)/180*n, n-1))
-	var d uint64
-	for s := uint32(n / 2); s > 0; s /= 2 {
-		var rx, ry uint32
-		if x&s != 0 {
-			rx = 1
-		}
-		if y&s != 0 {
-			ry = 1
-		}
-		d += uint64(s) * uint64(s) * uint64((3*rx)^ry)
-		if ry == 0 {
-			if rx == 1 {
-				x, y = n-1-x, n-1-y
-			}
-			x, y = y, x
-		}
-	}
-	return d
-}
+func emptySnapshot() *Snapshot { return &Snapshot{} }
 
 // Version is the catalogue version this snapshot was applied with.
 func (s *Snapshot) Version() uint64 { return s.version }
@@ -347,41 +297,5 @@ func (s *Snapshot) Near(lat, lon, marginM float64, fn func(f *Fence) bool) {
 	if !ok {
 		return
 	}
-	v := visitorPool.Get().(*visitor)
-	v.fn, v.stopped = fn, false
-	for i := 0; i < q.n && !v.stopped; i++ {
-		s.tree.Search(q.min[i], q.max[i], v.iter)
-	}
-	clear(v.seen)
-	v.fn, v.seen = nil, v.seen[:0]
-	visitorPool.Put(v)
-}
-
-// visitor adapts the rtree callback to Near's. Pooled, with its method
-// value bound once, so a search allocates no closure.
-type visitor struct {
-	fn      func(*Fence) bool
-	seen    []*entry // split fences already visited in this call
-	stopped bool
-	iter    func(min, max [2]float64, e *entry) bool
-}
-
-var visitorPool = sync.Pool{New: func() any {
-	v := &visitor{}
-	v.iter = v.visit
-	return v
-}}
-
-func (v *visitor) visit(_, _ [2]float64, e *entry) bool {
-	if e.nrects > 1 {
-		if slices.Contains(v.seen, e) {
-			return true
-		}
-		v.seen = append(v.seen, e)
-	}
-	if !v.fn(&e.f) {
-		v.stopped = true
-		return false
-	}
-	return true
+	s.idx.near(&q, fn)
 }

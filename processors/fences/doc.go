@@ -8,9 +8,16 @@
 //   - A Catalogue is never half-loaded. [Catalogue.Apply] validates and
 //     indexes a whole batch into a new immutable [Snapshot] and publishes it
 //     with one atomic pointer swap: the batch applies whole or not at all.
-//     The index is copy-on-write: a batch of k changes to n fences copies
-//     O(k log n) of it and shares the rest with older snapshots, which it
-//     never modifies; a [Follower] start indexes the whole topic once.
+//     The index is copy-on-write: a batch of k changes copies the id shards
+//     and grid cells those k fences touch (not O(n)) and shares the rest
+//     with older snapshots, which it never modifies; a [Follower] start
+//     indexes the whole topic once.
+//   - [Snapshot.Near] visits exactly the fences whose box, grown by the
+//     margin, holds the point ([Bounds.ContainsPoint]), each once. The
+//     index is a stack of uniform lat/lon grids hashed by cell (level 0
+//     sized from the median fence, coarser levels for bigger fences), so a
+//     lookup reads the one to four cells around the point whatever the
+//     number of fences.
 //   - Every lookup sees one consistent version. A [Snapshot] never changes
 //     after it is published; a reader that holds one sees the same fences,
 //     index and [Snapshot.Version] for as long as it holds it, and readers

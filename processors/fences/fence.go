@@ -60,7 +60,10 @@ func (s Settings) validate() error {
 // and precompute its geometry; after that treat it as immutable (copies
 // share the geometry).
 type Fence struct {
-	ID   string
+	ID string
+	// geo is nil until validated; see compiled. Next to ID, where a lookup
+	// that finds the fence reads it.
+	geo  *shape
 	Name string
 	// Geometry is an orb.Polygon or orb.MultiPolygon (ring 0 of each
 	// polygon is the outer ring, the others are holes), or, for a circle,
@@ -70,7 +73,6 @@ type Fence struct {
 	RadiusM  float64
 	Settings Settings
 
-	geo *shape // nil until validated; see compiled
 	// Fences are not comparable (== on the geometry slices would panic at
 	// run time); compare IDs instead.
 	_ [0]func()
@@ -227,7 +229,7 @@ func (b Bounds) entries() ([2]rect, int) {
 	}, 2
 }
 
-// intersects matches the rtree's own rectangle test.
+// intersects is the rectangle test of the index (Near) and ContainsPoint.
 func intersects(amin, amax, bmin, bmax [2]float64) bool {
 	return !(bmin[0] > amax[0] || bmax[0] < amin[0] || bmin[1] > amax[1] || bmax[1] < amin[1])
 }
@@ -239,6 +241,8 @@ type query struct {
 	min, max [2][2]float64
 }
 
+// makeQuery uses the min/max builtins: the same values as math.Min/Max
+// (NaN, ±0 and infinities alike) without a call.
 func makeQuery(lat, lon, marginM float64) (q query, ok bool) {
 	if !(lat >= -90 && lat <= 90) || math.IsNaN(lon) || math.IsInf(lon, 0) {
 		return q, false
@@ -248,8 +252,8 @@ func makeQuery(lat, lon, marginM float64) (q query, ok bool) {
 	}
 	lon = normLon(lon)
 	dLat := marginM / marginMetresPerDegree
-	south, north := math.Max(lat-dLat, -90), math.Min(lat+dLat, 90)
-	c := math.Cos(math.Max(math.Abs(south), math.Abs(north)) * degToRad)
+	south, north := max(lat-dLat, -90), min(lat+dLat, 90)
+	c := math.Cos(max(math.Abs(south), math.Abs(north)) * degToRad)
 	dLon := math.Inf(1)
 	if c > 1e-12 {
 		dLon = marginM / (marginMetresPerDegree * c)
@@ -260,7 +264,7 @@ func makeQuery(lat, lon, marginM float64) (q query, ok bool) {
 		return q, true
 	}
 	west, east := lon-dLon, lon+dLon
-	q.min[0], q.max[0] = [2]float64{math.Max(west, -180), south}, [2]float64{math.Min(east, 180), north}
+	q.min[0], q.max[0] = [2]float64{max(west, -180), south}, [2]float64{min(east, 180), north}
 	q.n = 1
 	if east > 180 {
 		q.min[1], q.max[1] = [2]float64{-180, south}, [2]float64{east - 360, north}

@@ -55,6 +55,13 @@ type shape struct {
 	bounds   Bounds
 }
 
+// shapeOne is a one-ring polygon's shape with its polygon and ring headers.
+type shapeOne struct {
+	shape
+	poly [1]polyGeo
+	ring [1][]vec
+}
+
 // validPosition reports whether lat/lon are finite and in range.
 func validPosition(lat, lon float64) bool {
 	return lat >= -90 && lat <= 90 && lon >= -180 && lon <= 180 // false for NaN
@@ -179,9 +186,21 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 	// crossing becomes a continuous range, and measure the box.
 	minX, minY := math.Inf(1), math.Inf(1)
 	maxX, maxY := math.Inf(-1), math.Inf(-1)
-	out := make([]polyGeo, len(polys))
+	// A polygon of one ring (most fences) is one allocation with its shape,
+	// so a distance follows one pointer less twice over when it is cold.
+	var one *shapeOne
+	var out []polyGeo
+	if len(polys) == 1 && len(polys[0]) == 1 {
+		one = &shapeOne{}
+		out = one.poly[:]
+		out[0].rings = one.ring[:]
+	} else {
+		out = make([]polyGeo, len(polys))
+	}
 	for pi, p := range polys {
-		out[pi].rings = make([][]vec, len(p))
+		if one == nil {
+			out[pi].rings = make([][]vec, len(p))
+		}
 		for ri, r := range p {
 			ring := make([]vec, 0, len(r))
 			for _, pt := range r {
@@ -216,7 +235,11 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 	if len(out) > 1 {
 		markSeams(out)
 	}
-	s := &shape{lat: cy, lon: normLon(refLon + cx), polys: out}
+	s := &shape{}
+	if one != nil {
+		s = &one.shape
+	}
+	*s = shape{lat: cy, lon: normLon(refLon + cx), polys: out}
 	s.bounds = Bounds{South: minY, North: maxY, West: normLon(refLon + minX), East: normLon(refLon + maxX)}
 	if s.bounds.West == 180 && s.bounds.East != 180 {
 		s.bounds.West = -180 // keep West <= East unless it really crosses
@@ -535,6 +558,19 @@ func (s *shape) haversineM(lat, lon float64) float64 {
 // distance; a point on a seam is inside (it is inside the union).
 func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 	const ky = metresPerDegree
+	// Read one vertex per cache line first. These loads don't depend on
+	// each other, so the lines of a cold polygon arrive together; the edge
+	// loop would otherwise wait for them one at a time, which costs more
+	// than the arithmetic at 100,000 fences. Adding 0 × their sum keeps the
+	// loads and never changes px (vertices are finite).
+	var touch float64
+	for _, ring := range p.rings {
+		for k := 0; k < len(ring); k += 4 {
+			touch += ring[k].x
+		}
+		touch += ring[len(ring)-1].x
+	}
+	px += 0 * touch
 	inside := false
 	minD2, seamD2 := math.Inf(1), math.Inf(1)
 	for r, ring := range p.rings {
@@ -556,17 +592,17 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 			if l2 := ex*ex + ey*ey; l2 > 0 {
 				t = -(ax*ex + ay*ey) / l2
 			}
-			if t < 0 {
-				t = 0
-			} else if t > 1 {
-				t = 1
-			}
+			// Branch-free (whether an edge's nearest point is an end is a
+			// coin toss per edge; mispredicting it was 40 % of the time).
+			// Same values as the compare-and-assign form: a -0 that max
+			// turns into +0 only changes the sign of a zero product.
+			t = min(max(t, 0), 1)
 			dx, dy := ax+t*ex, ay+t*ey
 			d2 := dx*dx + dy*dy
 			if seams != nil && seams[k-1] {
 				seamD2 = math.Min(seamD2, d2)
-			} else if d2 < minD2 {
-				minD2 = d2
+			} else {
+				minD2 = min(minD2, d2)
 			}
 			ax, ay = bx, by
 		}

@@ -176,7 +176,7 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 }
 
 // TestUpdateCopiesLittle: one upsert into 10,000 fences copies one shard of
-// the id index and one tree path (a few dozen allocations), not the
+// the id index and the grid cells it touches (a few dozen allocations), not the
 // catalogue (a rebuild allocates per fence); untouched shards are shared
 // with the previous snapshot.
 func TestUpdateCopiesLittle(t *testing.T) {
