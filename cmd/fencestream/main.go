@@ -344,7 +344,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 	g, gctx := errgroup.WithContext(ctx)
 	// One fence catalogue for the debouncer, occupancy, fenceview and the
 	// simulator: the first to follow it runs the follower.
-	cat, catReady, follow := o.fences.Follow(o.cl, log.With("component", "fences"))
+	cat, catReady, follow := o.fences.Follow(o.cl, log.With("component", "fences"), prometheus.DefaultRegisterer)
 	if follow != nil {
 		g.Go(func() error { return follow(gctx) })
 	}

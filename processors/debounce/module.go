@@ -74,7 +74,7 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	if shared == nil {
 		shared = fences.NewShared(geofence.TopicFences)
 	}
-	cat, ready, follow := shared.Follow(env.Cluster, log)
+	cat, ready, follow := shared.Follow(env.Cluster, log, env.Registerer)
 	opts = append(opts, WithLogger(log))
 	if env.Registerer != nil {
 		opts = append(opts, WithRegisterer(env.Registerer))

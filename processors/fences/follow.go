@@ -14,29 +14,38 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-var (
-	catalogueVersion = promauto.NewGauge(prometheus.GaugeOpts{
+// followMetrics are a follower's, registered on the registry it is given.
+type followMetrics struct {
+	version, fences prometheus.Gauge
+	rejected        prometheus.Counter
+}
+
+func newFollowMetrics(reg prometheus.Registerer) (followMetrics, error) {
+	var m followMetrics
+	var e1, e2, e3 error
+	m.version, e1 = host.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_version",
 		Help: "Version (fences-topic offset) of the fence catalogue this process holds.",
-	})
-	catalogueFences = promauto.NewGauge(prometheus.GaugeOpts{
+	}))
+	m.fences, e2 = host.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_fences",
 		Help: "Fences in the catalogue this process holds.",
-	})
-	fenceRecordsRejected = promauto.NewCounter(prometheus.CounterOpts{
+	}))
+	m.rejected, e3 = host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_fence_records_rejected_total",
 		Help: "Records of the fences topic that were not valid fences and were skipped.",
-	})
-)
+	}))
+	return m, errors.Join(e1, e2, e3)
+}
 
 // Follower keeps a Catalogue in step with the compacted fences topic: every
 // instance reads every partition from the start, so each holds the whole
@@ -48,14 +57,20 @@ type Follower struct {
 	log   *slog.Logger
 	ready chan struct{}
 	once  sync.Once
+	reg   prometheus.Registerer
+	m     followMetrics
 }
 
-// NewFollower follows topic into cat.
-func NewFollower(cl cluster.Config, topic string, cat *Catalogue, log *slog.Logger) *Follower {
+// NewFollower follows topic into cat; its metrics go to reg (nil: the
+// default registry).
+func NewFollower(cl cluster.Config, topic string, cat *Catalogue, log *slog.Logger, reg prometheus.Registerer) *Follower {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Follower{cl: cl, topic: topic, cat: cat, log: log.With("topic", topic), ready: make(chan struct{})}
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	return &Follower{cl: cl, topic: topic, cat: cat, log: log.With("topic", topic), ready: make(chan struct{}), reg: reg}
 }
 
 // Ready is closed once the catalogue holds everything the topic held when Run started.
@@ -63,6 +78,11 @@ func (f *Follower) Ready() <-chan struct{} { return f.ready }
 
 // Run follows the topic until ctx ends (then it returns nil).
 func (f *Follower) Run(ctx context.Context) error {
+	m, err := newFollowMetrics(f.reg)
+	if err != nil {
+		return fmt.Errorf("fences: metrics: %w", err)
+	}
+	f.m = m
 	kopts, err := f.cl.Kgo()
 	if err != nil {
 		return err
@@ -139,7 +159,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			id := string(r.Key)
 			delete(pending, id)
 			if d.err != nil {
-				fenceRecordsRejected.Inc()
+				f.m.rejected.Inc()
 				bad := invalidRecord{key: id, offset: r.Offset, err: d.err}
 				if f.isReady() {
 					report(bad)
@@ -172,8 +192,8 @@ func (f *Follower) Run(ctx context.Context) error {
 				f.log.Error("fence batch rejected; catalogue unchanged", "err", err)
 			} else {
 				snap := f.cat.Snapshot()
-				catalogueVersion.Set(float64(snap.Version()))
-				catalogueFences.Set(float64(snap.Len()))
+				f.m.version.Set(float64(snap.Version()))
+				f.m.fences.Set(float64(snap.Len()))
 				f.log.Info("fence catalogue updated", "version", snap.Version(), "fences", snap.Len(), "upserts", len(upserts), "deletes", len(deletes))
 			}
 		}

@@ -100,7 +100,7 @@ func TestFollowerReportsEachInvalidRecordOnceWithTheFix(t *testing.T) {
 
 	logs := &recordLog{}
 	cat := New()
-	f := NewFollower(cl, topic, cat, slog.New(logs))
+	f := NewFollower(cl, topic, cat, slog.New(logs), nil)
 	done := make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); <-done }()
@@ -192,7 +192,7 @@ func TestFollowerIndexesAStartOnce(t *testing.T) {
 
 	logs := &recordLog{}
 	cat := New()
-	f := NewFollower(cl, topic, cat, slog.New(logs))
+	f := NewFollower(cl, topic, cat, slog.New(logs), nil)
 	done := make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
 	defer func() { stop(); <-done }()

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Shared is one fence catalogue for every module of a binary: the first
@@ -25,15 +26,16 @@ func NewShared(topic string) *Shared { return &Shared{topic: topic} }
 // Follow returns the shared catalogue and a channel closed once it has caught
 // up with the topic. The first caller also gets run, which follows the topic
 // until ctx ends and which it must run (beside its own work); every later
-// caller gets run nil.
-func (s *Shared) Follow(cl cluster.Config, log *slog.Logger) (cat *Catalogue, ready <-chan struct{}, run func(context.Context) error) {
+// caller gets run nil. The follower's metrics go to reg (nil: the default
+// registry).
+func (s *Shared) Follow(cl cluster.Config, log *slog.Logger, reg prometheus.Registerer) (cat *Catalogue, ready <-chan struct{}, run func(context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f != nil {
 		return s.cat, s.f.Ready(), nil
 	}
 	s.cat = New()
-	s.f = NewFollower(cl, s.topic, s.cat, log)
+	s.f = NewFollower(cl, s.topic, s.cat, log, reg)
 	return s.cat, s.f.Ready(), s.f.Run
 }
 

@@ -142,7 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	cat, catReady := o.Catalogue, o.CatalogueReady
 	if cat == nil {
 		cat = fences.New()
-		follower := fences.NewFollower(o.Cluster, geofence.TopicFences, cat, log)
+		follower := fences.NewFollower(o.Cluster, geofence.TopicFences, cat, log, o.Registerer)
 		catReady = follower.Ready()
 		g.Go(func() error { return follower.Run(ctx) })
 	}

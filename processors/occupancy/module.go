@@ -82,7 +82,7 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	if shared == nil {
 		shared = fences.NewShared(geofence.TopicFences)
 	}
-	cat, ready, follow := shared.Follow(env.Cluster, log.With("component", "fences"))
+	cat, ready, follow := shared.Follow(env.Cluster, log.With("component", "fences"), env.Registerer)
 	opts = append(opts, WithLogger(log), WithCatalogue(cat))
 	if env.Registerer != nil {
 		opts = append(opts, WithRegisterer(env.Registerer))
