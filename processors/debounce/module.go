@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group/host"
 )
@@ -66,15 +64,8 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	log := env.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	shared := cfg.fences
-	if shared == nil {
-		shared = fences.NewShared(geofence.TopicFences)
-	}
-	cat, ready, follow := shared.Follow(env.Cluster, log, env.Registerer)
+	log := env.Logger()
+	cat, ready, follow := cfg.fences.OrNew(geofence.TopicFences).Follow(env.Cluster, log, env.Registerer)
 	opts = append(opts, WithLogger(log))
 	if env.Registerer != nil {
 		opts = append(opts, WithRegisterer(env.Registerer))

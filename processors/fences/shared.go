@@ -39,6 +39,15 @@ func (s *Shared) Follow(cl cluster.Config, log *slog.Logger, reg prometheus.Regi
 	return s.cat, s.f.Ready(), s.f.Run
 }
 
+// OrNew is s, or when s is nil a Shared of its own following topic: what a
+// module runs with when the binary shares no catalogue.
+func (s *Shared) OrNew(topic string) *Shared {
+	if s == nil {
+		return NewShared(topic)
+	}
+	return s
+}
+
 // Loaded returns a Shared over a catalogue the caller fills itself (tests,
 // benchmarks): it is ready at once and follows nothing.
 func Loaded(cat *Catalogue) *Shared {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -74,15 +73,8 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	log := env.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	shared := cfg.fences
-	if shared == nil {
-		shared = fences.NewShared(geofence.TopicFences)
-	}
-	cat, ready, follow := shared.Follow(env.Cluster, log.With("component", "fences"), env.Registerer)
+	log := env.Logger()
+	cat, ready, follow := cfg.fences.OrNew(geofence.TopicFences).Follow(env.Cluster, log.With("component", "fences"), env.Registerer)
 	opts = append(opts, WithLogger(log), WithCatalogue(cat))
 	if env.Registerer != nil {
 		opts = append(opts, WithRegisterer(env.Registerer))

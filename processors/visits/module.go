@@ -2,7 +2,6 @@ package visits
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/fencestream/fencestream/processors/group/host"
 )
@@ -20,10 +19,7 @@ func Module() host.Module {
 // broker) and runs them until ctx ends; env.Started sees each once both are
 // ready. A clean stop returns nil.
 func Run(ctx context.Context, env host.Env) error {
-	log := env.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Logger()
 	gs, err := New(env.Topology, log, env.Registerer)
 	if err != nil {
 		return err

@@ -89,6 +89,15 @@ type Env struct {
 	Started func(*group.Processor)
 }
 
+// Logger is env.Log, or slog.Default() when none is set (a module run
+// directly, by a test or a benchmark).
+func (e Env) Logger() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
 // Route is an HTTP route a module serves through the query server.
 type Route struct {
 	// Pattern is a net/http pattern such as "GET /v1/counts/{device}".
