@@ -12,7 +12,6 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -24,7 +23,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	counter := func(name, help string) prometheus.Counter {
-		c, e := host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		c, e := group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 		err = errors.Join(err, e)
 		return c
 	}
@@ -33,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	m.stalePings = counter("fencestream_stale_pings_total", "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).")
 	m.silenceTimers = counter("fencestream_silence_timers_fired_total", "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.")
 	var e error
-	m.triggersEmitted, e = host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.triggersEmitted, e = group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_triggers_total",
 		Help: "Triggers emitted by the debouncer, by type and reason.",
 	}, []string{"type", "reason"}))

@@ -19,7 +19,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -32,15 +32,15 @@ type followMetrics struct {
 func newFollowMetrics(reg prometheus.Registerer) (followMetrics, error) {
 	var m followMetrics
 	var e1, e2, e3 error
-	m.version, e1 = host.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	m.version, e1 = group.RegisterCollector(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_version",
 		Help: "Version (fences-topic offset) of the fence catalogue this process holds.",
 	}))
-	m.fences, e2 = host.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	m.fences, e2 = group.RegisterCollector(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_fences",
 		Help: "Fences in the catalogue this process holds.",
 	}))
-	m.rejected, e3 = host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.rejected, e3 = group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_fence_records_rejected_total",
 		Help: "Records of the fences topic that were not valid fences and were skipped.",
 	}))

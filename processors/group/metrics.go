@@ -13,7 +13,7 @@ import (
 // prometheus.DefaultRegisterer, which the binaries serve on /metrics). The
 // package holds none: two processors on two registries each count only
 // their own records. Two processors on one registry share its collectors
-// (registerOn reuses what is already there), their series told apart by the
+// (RegisterCollector reuses what is already there), their series told apart by the
 // group label.
 type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
@@ -70,11 +70,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
 		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords} {
 		var err error
-		*c, err = registerOn(reg, *c)
+		*c, err = RegisterCollector(reg, *c)
 		errs = append(errs, err)
 	}
 	var err error
-	m.recovery, err = registerOn(reg, m.recovery)
+	m.recovery, err = RegisterCollector(reg, m.recovery)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("registering the kit's metrics: %w", err)
@@ -82,10 +82,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerOn registers c on reg, or returns the collector of the same
+// RegisterCollector registers c on reg, or returns the collector of the same
 // description reg already holds (another processor's, or an earlier build's),
-// so processors sharing a registry share its series instead of failing.
-func registerOn[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+// so processors sharing a registry share its series instead of failing. Any
+// other registration error (a name reused with other labels) is returned.
+// Application metrics register the same way as the kit's.
+func RegisterCollector[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil

@@ -39,7 +39,7 @@ func newSkewMetrics(reg prometheus.Registerer) (*skewMetrics, error) {
 	var errs []error
 	for _, g := range []**prometheus.GaugeVec{&m.partitionRecords, &m.topicSkew, &m.topicSkewAlert} {
 		var err error
-		*g, err = registerOn(reg, *g)
+		*g, err = RegisterCollector(reg, *g)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

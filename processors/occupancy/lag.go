@@ -16,13 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 // lagGauge is fencestream_occupancy_lag_records, registered on reg.
 func lagGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
-	return host.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	return group.RegisterCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_occupancy_lag_records",
 		Help: "Records the occupancy group has not yet committed, per input topic and partition: fence-triggers (not yet re-keyed by fence) and occupancy-loop (re-keyed, not yet applied to occupancy-table).",
 	}, []string{"topic", "partition"}))

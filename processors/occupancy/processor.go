@@ -12,7 +12,6 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -28,11 +27,11 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	seen, err1 := host.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	seen, err1 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_occupancy_triggers_total",
 		Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the record's horizon for a device it no longer holds), forward (sent on to a salted part of a split fence) or invalid (dead-lettered).",
 	}, []string{"result"}))
-	splits, err2 := host.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	splits, err2 := group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_occupancy_splits_total",
 		Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
 	}))
