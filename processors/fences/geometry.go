@@ -43,16 +43,22 @@ type polyGeo struct {
 	seams [][]bool
 }
 
-// shape is the precomputed form of a fence's geometry.
+// shape is the precomputed form of a fence's geometry. The fields a lookup
+// and a one-ring polygon's distance read come first, in the first 64 bytes:
+// bounds (the index's exact test), the origin and the ring.
 type shape struct {
-	circle bool
+	bounds Bounds
 	// lat, lon: the circle's centre, or the polygon origin (centre of its
 	// box; lon in [-180, 180]).
 	lat, lon float64
-	cosLat   float64 // cos(lat), for the haversine
-	radiusM  float64
-	polys    []polyGeo
-	bounds   Bounds
+	// ring0 is polys[0].rings[0] for a polygon of one ring without seams
+	// (most fences), so its distance reads no polygon or ring headers;
+	// nil otherwise.
+	ring0   []vec
+	circle  bool
+	cosLat  float64 // cos(lat), for the haversine
+	radiusM float64
+	polys   []polyGeo
 }
 
 // shapeOne is a one-ring polygon's shape with its polygon and ring headers.
@@ -60,6 +66,96 @@ type shapeOne struct {
 	shape
 	poly [1]polyGeo
 	ring [1][]vec
+}
+
+// newShapeOne allocates a one-ring polygon's shape and room for its n
+// vertices in one object, the vertices right after the headers: a distance
+// on a cold fence then reads the shape and the first vertices from
+// neighbouring cache lines, which the hardware fetches together, instead of
+// from two allocations anywhere on the heap. The array sizes bound the
+// unused room to a quarter; rings beyond 128 vertices get their own.
+func newShapeOne(n int) (*shapeOne, []vec) {
+	switch {
+	case n <= 8:
+		s := new(struct {
+			shapeOne
+			v [8]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 12:
+		s := new(struct {
+			shapeOne
+			v [12]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 16:
+		s := new(struct {
+			shapeOne
+			v [16]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 20:
+		s := new(struct {
+			shapeOne
+			v [20]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 24:
+		s := new(struct {
+			shapeOne
+			v [24]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 32:
+		s := new(struct {
+			shapeOne
+			v [32]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 40:
+		s := new(struct {
+			shapeOne
+			v [40]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 48:
+		s := new(struct {
+			shapeOne
+			v [48]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 56:
+		s := new(struct {
+			shapeOne
+			v [56]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 64:
+		s := new(struct {
+			shapeOne
+			v [64]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 80:
+		s := new(struct {
+			shapeOne
+			v [80]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 96:
+		s := new(struct {
+			shapeOne
+			v [96]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	case n <= 128:
+		s := new(struct {
+			shapeOne
+			v [128]vec
+		})
+		return &s.shapeOne, s.v[:0:n]
+	}
+	return &shapeOne{}, make([]vec, 0, n)
 }
 
 // validPosition reports whether lat/lon are finite and in range.
@@ -189,9 +285,10 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 	// A polygon of one ring (most fences) is one allocation with its shape,
 	// so a distance follows one pointer less twice over when it is cold.
 	var one *shapeOne
+	var oneRing []vec
 	var out []polyGeo
 	if len(polys) == 1 && len(polys[0]) == 1 {
-		one = &shapeOne{}
+		one, oneRing = newShapeOne(len(polys[0][0]))
 		out = one.poly[:]
 		out[0].rings = one.ring[:]
 	} else {
@@ -202,7 +299,10 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 			out[pi].rings = make([][]vec, len(p))
 		}
 		for ri, r := range p {
-			ring := make([]vec, 0, len(r))
+			ring := oneRing
+			if one == nil {
+				ring = make([]vec, 0, len(r))
+			}
 			for _, pt := range r {
 				v := vec{x: wrapDelta(pt.Lon() - refLon), y: pt.Lat()}
 				if n := len(ring); n > 0 && ring[n-1] == v {
@@ -240,6 +340,9 @@ func compilePolygons(polys []orb.Polygon, prefix string) (*shape, error) {
 		s = &one.shape
 	}
 	*s = shape{lat: cy, lon: normLon(refLon + cx), polys: out}
+	if one != nil {
+		s.ring0 = out[0].rings[0]
+	}
 	s.bounds = Bounds{South: minY, North: maxY, West: normLon(refLon + minX), East: normLon(refLon + maxX)}
 	if s.bounds.West == 180 && s.bounds.East != 180 {
 		s.bounds.West = -180 // keep West <= East unless it really crosses
@@ -534,6 +637,11 @@ func (s *shape) signedDistance(lat, lon float64) float64 {
 	kx := metresPerDegree * math.Cos(lat*degToRad)
 	px := wrapDelta(lon - s.lon)
 	py := lat - s.lat
+	if s.ring0 != nil {
+		px += 0 * touchRing(s.ring0)
+		inside, minD2, seamD2 := scanRing(s.ring0, nil, px, py, kx, false, math.Inf(1), math.Inf(1))
+		return signOf(inside, minD2, seamD2)
+	}
 	best := math.Inf(-1)
 	for i := range s.polys {
 		if d := s.polys[i].signedDistance(px, py, kx); d > best {
@@ -557,7 +665,6 @@ func (s *shape) haversineM(lat, lon float64) float64 {
 // point at (0, 0). Seam edges take part in the crossing test but not in the
 // distance; a point on a seam is inside (it is inside the union).
 func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
-	const ky = metresPerDegree
 	// Read one vertex per cache line first. These loads don't depend on
 	// each other, so the lines of a cold polygon arrive together; the edge
 	// loop would otherwise wait for them one at a time, which costs more
@@ -565,10 +672,7 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 	// loads and never changes px (vertices are finite).
 	var touch float64
 	for _, ring := range p.rings {
-		for k := 0; k < len(ring); k += 4 {
-			touch += ring[k].x
-		}
-		touch += ring[len(ring)-1].x
+		touch += touchRing(ring)
 	}
 	px += 0 * touch
 	inside := false
@@ -578,35 +682,59 @@ func (p *polyGeo) signedDistance(px, py, kx float64) float64 {
 		if p.seams != nil {
 			seams = p.seams[r]
 		}
-		ax, ay := (ring[0].x-px)*kx, (ring[0].y-py)*ky
-		for k := 1; k < len(ring); k++ {
-			bx, by := (ring[k].x-px)*kx, (ring[k].y-py)*ky
-			if (ay > 0) != (by > 0) && ax-ay*(bx-ax)/(by-ay) > 0 {
-				inside = !inside
-			}
-			ex, ey := bx-ax, by-ay
-			// Distinct vertices can still be 0 m apart once scaled (an edge
-			// of 1e-300°, or any east-west edge at a pole): measure to the
-			// vertex rather than divide 0 by 0.
-			t := 0.0
-			if l2 := ex*ex + ey*ey; l2 > 0 {
-				t = -(ax*ex + ay*ey) / l2
-			}
-			// Branch-free (whether an edge's nearest point is an end is a
-			// coin toss per edge; mispredicting it was 40 % of the time).
-			// Same values as the compare-and-assign form: a -0 that max
-			// turns into +0 only changes the sign of a zero product.
-			t = min(max(t, 0), 1)
-			dx, dy := ax+t*ex, ay+t*ey
-			d2 := dx*dx + dy*dy
-			if seams != nil && seams[k-1] {
-				seamD2 = math.Min(seamD2, d2)
-			} else {
-				minD2 = min(minD2, d2)
-			}
-			ax, ay = bx, by
-		}
+		inside, minD2, seamD2 = scanRing(ring, seams, px, py, kx, inside, minD2, seamD2)
 	}
+	return signOf(inside, minD2, seamD2)
+}
+
+// touchRing reads one vertex per cache line of ring (see
+// polyGeo.signedDistance) and returns their sum, which is finite.
+func touchRing(ring []vec) float64 {
+	var touch float64
+	for k := 0; k < len(ring); k += 4 {
+		touch += ring[k].x
+	}
+	return touch + ring[len(ring)-1].x
+}
+
+// scanRing carries polyGeo.signedDistance's one pass over the edges of a
+// ring: the even-odd crossings of the ray from the point, and the smallest
+// squared distance to an edge that is not a seam (minD2) or is one (seamD2).
+func scanRing(ring []vec, seams []bool, px, py, kx float64, inside bool, minD2, seamD2 float64) (bool, float64, float64) {
+	const ky = metresPerDegree
+	ax, ay := (ring[0].x-px)*kx, (ring[0].y-py)*ky
+	for k := 1; k < len(ring); k++ {
+		bx, by := (ring[k].x-px)*kx, (ring[k].y-py)*ky
+		if (ay > 0) != (by > 0) && ax-ay*(bx-ax)/(by-ay) > 0 {
+			inside = !inside
+		}
+		ex, ey := bx-ax, by-ay
+		// Distinct vertices can still be 0 m apart once scaled (an edge
+		// of 1e-300°, or any east-west edge at a pole): measure to the
+		// vertex rather than divide 0 by 0.
+		t := 0.0
+		if l2 := ex*ex + ey*ey; l2 > 0 {
+			t = -(ax*ex + ay*ey) / l2
+		}
+		// Branch-free (whether an edge's nearest point is an end is a
+		// coin toss per edge; mispredicting it was 40 % of the time).
+		// Same values as the compare-and-assign form: a -0 that max
+		// turns into +0 only changes the sign of a zero product.
+		t = min(max(t, 0), 1)
+		dx, dy := ax+t*ex, ay+t*ey
+		d2 := dx*dx + dy*dy
+		if seams != nil && seams[k-1] {
+			seamD2 = math.Min(seamD2, d2)
+		} else {
+			minD2 = min(minD2, d2)
+		}
+		ax, ay = bx, by
+	}
+	return inside, minD2, seamD2
+}
+
+// signOf turns a scan's result into the signed distance.
+func signOf(inside bool, minD2, seamD2 float64) float64 {
 	d := math.Sqrt(minD2)
 	switch {
 	case d <= onEdgeM:
