@@ -93,3 +93,83 @@ func (p *polyGeo) refSignedDistance(px, py, kx float64) float64 {
 		return -d
 	}
 }
+
+// TestOneRingShortcutMatchesFullPath: the distance of a one-ring polygon,
+// which reads its ring straight from the shape (ring0, vertices in the
+// shape's allocation), equals bit for bit the full path over polygons and
+// rings and the reference, over 10,000 synthetic fences at points on,
+// just off (1 nm to 50 m either side of) and far from their edges and on
+// their vertices; a polygon with a hole or several polygons takes the full
+// path.
+func TestOneRingShortcutMatchesFullPath(t *testing.T) {
+	syn, err := Synthetic(10_000, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	offsets := []float64{0, 1e-9, -1e-9, 1e-6, -1e-6, 1e-3, -1e-3, 0.5, -0.5, 5, -5, 50, -50}
+	n, inside, edge := 0, 0, 0
+	for _, f := range append(syn, Demo()...) {
+		g := f.geo
+		if g.circle {
+			continue
+		}
+		if one := len(g.polys) == 1 && len(g.polys[0].rings) == 1; one != (g.ring0 != nil) {
+			t.Fatalf("%s: %d polygons, %d rings, shortcut %v", f.ID, len(g.polys), len(g.polys[0].rings), g.ring0 != nil)
+		}
+		ring := g.polys[0].rings[0]
+		for k := range 24 {
+			var lat, lon float64
+			switch {
+			case k < 2: // a vertex
+				v := ring[rng.IntN(len(ring))]
+				lat, lon = g.lat+v.y, g.lon+v.x
+			case k < 20: // on or just off an edge, along its normal in metres
+				j := rng.IntN(len(ring) - 1)
+				a, b := ring[j], ring[j+1]
+				u := rng.Float64()
+				y := g.lat + a.y + u*(b.y-a.y)
+				x := a.x + u*(b.x-a.x)
+				kxm := metresPerDegree * math.Cos(y*degToRad)
+				ex, ey := (b.x-a.x)*kxm, (b.y-a.y)*metresPerDegree
+				l := math.Hypot(ex, ey)
+				off := offsets[rng.IntN(len(offsets))]
+				lat = y + off*ex/l/metresPerDegree
+				lon = g.lon + x - off*ey/l/kxm
+			default: // anywhere in or around the box
+				b := g.bounds
+				lat = b.South + (rng.Float64()*3-1)*(b.North-b.South)
+				lon = b.West + (rng.Float64()*3-1)*(b.East-b.West)
+			}
+			got := f.SignedDistance(lat, lon)
+			px, py, kx := wrapDelta(normLon(lon)-g.lon), lat-g.lat, metresPerDegree*math.Cos(lat*degToRad)
+			full := math.Inf(-1)
+			for i := range g.polys {
+				if d := g.polys[i].signedDistance(px, py, kx); d > full {
+					full = d
+				}
+			}
+			ref := math.Inf(-1)
+			for i := range g.polys {
+				if d := g.polys[i].refSignedDistance(px, py, kx); d > ref {
+					ref = d
+				}
+			}
+			if math.Float64bits(got) != math.Float64bits(full) || math.Float64bits(got) != math.Float64bits(ref) {
+				t.Fatalf("%s at (%v, %v): %v, full path %v, reference %v", f.ID, lat, lon, got, full, ref)
+			}
+			n++
+			if got >= 0 {
+				inside++
+			}
+			if math.Abs(got) < 1e-3 {
+				edge++
+			}
+		}
+	}
+	// The points must exercise both sides and the edge itself.
+	if inside < n/10 || n-inside < n/10 || edge < n/50 {
+		t.Fatalf("%d points: %d inside, %d within 1 mm of the edge", n, inside, edge)
+	}
+	t.Logf("%d distances compared: %d inside, %d within 1 mm of the edge", n, inside, edge)
+}
