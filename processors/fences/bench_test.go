@@ -183,6 +183,9 @@ const scaleFences = 100_000
 //     demo fences (mostly circles round Berlin), for the first 34 synthetic
 //     fences (the same shapes as the 100,000, so the ratio is the
 //     catalogue's size alone) and for the 100,000.
+//   - lookup-cold: the same over 262,144 pings instead of 4,096, so that,
+//     as for a fleet of many devices, what a ping reads is rarely in a
+//     cache from the pings before it.
 //
 // heap-MB is the live heap the 100,000 fences and their catalogue hold;
 // grid-MB the part of it that is the spatial index (cell tables and items).
@@ -303,12 +306,14 @@ func BenchmarkCatalogueScale(b *testing.B) {
 		{"fences=100000", c.Snapshot(), fs},
 	} {
 		pts := fleetPings(rand.New(rand.NewPCG(3, 4)), tc.fs, 4096)
-		for _, geometry := range []bool{false, true} {
-			name := "index/" + tc.name
-			if geometry {
-				name = "lookup/" + tc.name
+		cold := fleetPings(rand.New(rand.NewPCG(3, 5)), tc.fs, 1<<18)
+		for _, mode := range []string{"index", "lookup", "lookup-cold"} {
+			geometry := mode != "index"
+			pts := pts
+			if mode == "lookup-cold" {
+				pts = cold
 			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(mode+"/"+tc.name, func(b *testing.B) {
 				var lat, lon, sum float64
 				visits, inside := 0, 0
 				fn := func(f *Fence) bool {
@@ -327,7 +332,7 @@ func BenchmarkCatalogueScale(b *testing.B) {
 				i := 0
 				cpu0 := cpuTime()
 				for b.Loop() {
-					p := &pts[i&4095]
+					p := &pts[i&(len(pts)-1)]
 					i++
 					lat, lon = p.lat, p.lon
 					tc.snap.Near(lat, lon, p.marginM, fn)
