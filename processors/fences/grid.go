@@ -50,31 +50,18 @@ type gridItem struct {
 	e   *entry
 }
 
-// slotItems is how many of a cell's items its slot holds itself: with 3 a
-// slot is two neighbouring cache lines (128 bytes), and at 100,000
-// synthetic fences 92 % of cells hold at most 3 fences (43 % one), so a
-// lookup reads its cell without following a pointer to a second place.
-const slotItems = 3
-
-// cellSlot is one non-empty cell of a shard's open-addressed table. The
-// cell's first slotItems items are in the slot (in[i].e == nil marks the
-// end when there are fewer), the others in rest.
+// cellSlot is one non-empty cell of a shard's open-addressed table, one
+// cache line: the cell's first item is in the slot itself, so a lookup in a
+// cell of one fence reads one line, not two.
 type cellSlot struct {
-	key  uint64 // cellKey + 1; 0 marks an empty slot
-	in   [slotItems]gridItem
-	rest []gridItem // the items after in; nil unless in is full
+	key   uint64 // cellKey + 1; 0 marks an empty slot
+	first gridItem
+	rest  []gridItem // the items after first
 }
 
 // items returns a new slice of the cell's items (for writers).
 func (s *cellSlot) items() []gridItem {
-	out := make([]gridItem, 0, slotItems+len(s.rest))
-	for _, it := range s.in {
-		if it.e == nil {
-			break
-		}
-		out = append(out, it)
-	}
-	return append(out, s.rest...)
+	return append([]gridItem{s.first}, s.rest...)
 }
 
 // gridShard is a linear-probing table of cells; len(slots) is a power of
@@ -222,10 +209,9 @@ func (sh *gridShard) set(k uint64, items []gridItem) int {
 }
 
 func newSlot(k uint64, items []gridItem) cellSlot {
-	s := cellSlot{key: k + 1}
-	n := copy(s.in[:], items)
-	if len(items) > n {
-		s.rest = items[n:]
+	s := cellSlot{key: k + 1, first: items[0]}
+	if len(items) > 1 {
+		s.rest = items[1:]
 	}
 	return s
 }
@@ -349,7 +335,7 @@ func (w *gridWriter) remove(e *entry) {
 	}
 }
 
-// buildGrid indexes es from scratch: the items after each cell's slotItems are
+// buildGrid indexes es from scratch: the items after each cell's first are
 // laid out in key order in one backing array, so neighbouring cells of a
 // row are neighbours in memory.
 func buildGrid(es []*entry) grid {
@@ -385,8 +371,7 @@ func buildGrid(es []*entry) grid {
 		i = j
 	}
 	rest := make([]gridItem, 0, nrest)
-	var inBuf [slotItems]gridItem
-	in := inBuf[:]
+	var one [1]gridItem
 	for i, n := range perShard {
 		if n > 0 {
 			size := 8
@@ -402,19 +387,16 @@ func buildGrid(es []*entry) grid {
 			j++
 		}
 		l, cx, cy := keyCell(all[i].k)
-		// The cell's first items go in its slot, the others after the
+		// The cell's first item goes in its slot, the others after the
 		// previous cell's in rest.
 		from := len(rest)
-		for _, p := range all[min(i+slotItems, j):j] {
+		for _, p := range all[i+1 : j] {
 			rest = append(rest, p.it)
 		}
 		sh := &g.shards[shardOfCell(l, cx, cy)]
-		in := in[:0] // set copies them into the slot
-		for _, p := range all[i:min(i+slotItems, j)] {
-			in = append(in, p.it)
-		}
-		g.cells[l] += sh.set(all[i].k, in)
-		if j > i+slotItems {
+		one[0] = all[i].it // set copies it into the slot
+		g.cells[l] += sh.set(all[i].k, one[:])
+		if j > i+1 {
 			sh.find(all[i].k).rest = rest[from:len(rest):len(rest)]
 		}
 		i = j
@@ -491,13 +473,8 @@ type lookup struct {
 // visit reports the items of cell (cx, cy) that intersect the query
 // rectangle.
 func (lk *lookup) visit(cx, cy int32, s *cellSlot) bool {
-	for i := range s.in {
-		if s.in[i].e == nil {
-			return true
-		}
-		if !lk.item(cx, cy, &s.in[i]) {
-			return false
-		}
+	if !lk.item(cx, cy, &s.first) {
+		return false
 	}
 	for i := range s.rest {
 		if !lk.item(cx, cy, &s.rest[i]) {
@@ -570,7 +547,7 @@ var seenPool = sync.Pool{New: func() any { return new([]*entry) }}
 // memBytes estimates the bytes the grid holds that no other snapshot
 // shares (all of it for a freshly built one): tables and items.
 func (g *grid) memBytes() int {
-	const slotBytes, itemBytes = 128, 32
+	const slotBytes, itemBytes = 64, 32
 	n := 0
 	for i := range g.shards {
 		n += len(g.shards[i].slots) * slotBytes

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/paulmach/orb"
 )
@@ -43,7 +42,7 @@ func checkGrid(t *testing.T, g *grid) {
 			if shardOfCell(l, cx, cy) != si {
 				t.Fatalf("cell %d/%d,%d in shard %d, want %d", l, cx, cy, si, shardOfCell(l, cx, cy))
 			}
-			if s.in[0].e == nil || (s.rest != nil && (len(s.rest) == 0 || s.in[slotItems-1].e == nil)) {
+			if s.first.e == nil || (s.rest != nil && len(s.rest) == 0) {
 				t.Fatalf("cell %d/%d,%d is empty but held", l, cx, cy)
 			}
 			if got := sh.find(s.key - 1); got != s {
@@ -159,22 +158,6 @@ func TestGridMatchesBruteForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A cluster of small circles, so that cells hold more items than
-	// their slot does (the rest slices) as well as fewer.
-	for i := range 40 {
-		f, err := NewCircleFence(fmt.Sprintf("cluster-%02d", i), "", 50.1+float64(i%7)*0.002, 8.7+float64(i/7)*0.003, 60+float64(i)*5, Settings{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		base = append(base, f)
-	}
-	for i := range slotItems { // and exactly as many
-		f, err := NewCircleFence(fmt.Sprintf("three-%d", i), "", 48.0123, 11.0123, 40+float64(i), Settings{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		base = append(base, f)
-	}
 	odd := oddFences(t)
 	model := map[string]Fence{}
 	for _, f := range base {
@@ -217,9 +200,6 @@ func TestGridMatchesBruteForce(t *testing.T) {
 		want [][]string
 	}
 	var olds []kept
-	if full, partial, overflow := slotFill(&c.Snapshot().idx); full == 0 || partial == 0 || overflow == 0 {
-		t.Fatalf("cells: %d with a full slot, %d with a partly full one, %d with more items than a slot holds", full, partial, overflow)
-	}
 	pts := gridPoints(rng, model, &c.Snapshot().idx, 1000)
 	olds = append(olds, kept{c.Snapshot(), pts, check(0, c.Snapshot(), pts)})
 	next := len(base)
@@ -359,31 +339,4 @@ func TestGridShardTable(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestSlotSizes: a slot is two cache lines and an item half of one, as
-// the layout's comments assume.
-func TestSlotSizes(t *testing.T) {
-	if s, i := unsafe.Sizeof(cellSlot{}), unsafe.Sizeof(gridItem{}); s != 128 || i != 32 {
-		t.Fatalf("slot %d bytes, item %d; want 128 and 32", s, i)
-	}
-}
-
-// slotFill counts a grid's cells whose slot is full, partly full, and that
-// hold more items than their slot does.
-func slotFill(g *grid) (full, partial, overflow int) {
-	for si := range g.shards {
-		for _, s := range g.shards[si].slots {
-			switch {
-			case s.key == 0:
-			case len(s.rest) > 0:
-				overflow++
-			case s.in[slotItems-1].e != nil:
-				full++
-			default:
-				partial++
-			}
-		}
-	}
-	return full, partial, overflow
 }
