@@ -44,7 +44,7 @@ type polyGeo struct {
 }
 
 // shape is the precomputed form of a fence's geometry. The fields a lookup
-// and a one-ring polygon's distance read come first, in the first 64 bytes:
+// and a one-ring polygon's distance read come first, together (72 bytes):
 // bounds (the index's exact test), the origin and the ring.
 type shape struct {
 	bounds Bounds
