@@ -265,7 +265,8 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration, base
 }
 
 // scaleView starts a view of the debouncer's table on an empty state
-// directory (cold), then again on the one it left (warm).
+// directory (cold), then again on the one it left (warm); warm counts from
+// NewView, which asks the broker for the cluster and the partitions.
 func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	var f ViewFigures
 	dir := e.stateDir("scale-view")
@@ -273,15 +274,22 @@ func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	rss0 := rss()
+	// Every partition through the kit's view, as fenceview reads the table
+	// by default (Goka's view of every partition is the other choice).
+	every := make([]int32, e.cfg.Partitions)
+	for p := range every {
+		every[p] = int32(p)
+	}
 	for i, what := range []string{"cold", "warm"} {
 		e.progress("view: %s start over %d devices", what, n)
-		v, err := group.NewView[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, group.ViewStateDir(dir), group.ViewStorage(e.cfg.Storage))
+		t0 := time.Now()
+		v, err := group.NewView[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, group.ViewStateDir(dir), group.ViewStorage(e.cfg.Storage),
+			group.ViewPartitions(every...))
 		if err != nil {
 			return f, err
 		}
 		vctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		t0 := time.Now()
 		go func() { done <- v.Run(vctx) }()
 		wctx, wcancel := context.WithTimeout(ctx, stageLimit)
 		err = v.WaitRecovered(wctx)

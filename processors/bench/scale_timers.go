@@ -135,7 +135,7 @@ func (e *env) scaleTimers(ctx context.Context, run *running, n int, baseMs int64
 	sctx, scancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	bg.Add(2)
-	go func() { defer bg.Done(); tr.trickle(sctx, held) }()
+	go func() { defer bg.Done(); tr.trickle(sctx, ctx, held) }()
 	go func() { defer bg.Done(); stall.watch(sctx, tr) }()
 	stopBackground := func() { scancel(); bg.Wait() }
 	f.Burst = n - f.Probes
@@ -249,8 +249,9 @@ func (tr *timerRun) pingEveryPartition(ctx context.Context, prefix string, ms in
 }
 
 // trickle sends trickleBatch pings of new devices every trickleEvery, at
-// event time ms, until ctx ends.
-func (tr *timerRun) trickle(ctx context.Context, ms int64) {
+// event time ms, until ctx ends. The pings are produced under pctx, so those
+// still in flight then are not failed by the stop.
+func (tr *timerRun) trickle(ctx, pctx context.Context, ms int64) {
 	t := time.NewTicker(trickleEvery)
 	defer t.Stop()
 	for i := 0; ; {
@@ -260,7 +261,7 @@ func (tr *timerRun) trickle(ctx context.Context, ms int64) {
 		case <-t.C:
 		}
 		for range trickleBatch {
-			if tr.ping(ctx, fmt.Sprintf("trickle-%d", i), ms, nil) != nil {
+			if tr.ping(pctx, fmt.Sprintf("trickle-%d", i), ms, nil) != nil {
 				return
 			}
 			i++
