@@ -293,11 +293,11 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 const maxParallelOpens = 8
 
 // openStores builds and opens the store of every held partition, several at
-// a time: a Pebble open mostly waits on the disk (its manifest, the log it
-// replays, syncs), 35-130 ms each on a loaded machine, so 24 in a row were
-// most of a warm start. Builders are safe for concurrent use (Goka's view
-// opens its partitions in parallel too). Every store built is returned, also
-// on error, for the caller to close.
+// a time: a Pebble open took 35-130 ms on a loaded machine, partly waiting on
+// the disk (manifest, syncs), which overlaps, so 24 in a row were most of a
+// warm start. Builders are safe for concurrent use (Goka's view opens its
+// partitions in parallel too). Every store built is returned, also on error,
+// for the caller to close.
 func (v *partialView) openStores() (map[int32]storage.Storage, error) {
 	built := make([]storage.Storage, len(v.parts))
 	errs := make([]error, len(v.parts))

@@ -6,9 +6,9 @@ import (
 )
 
 // TestFlushOnCloseLeavesNoLogToReplay: a Pebble table closed with
-// FlushOnClose reopens with nothing to replay (its memtable empty, the values
-// read from disk); without it the reopened table's memtable holds what was
-// not flushed.
+// FlushOnClose reopens with no log to replay, and its values are all there;
+// without it the open replays the log and flushes what it held (Pebble counts
+// those bytes as flushed to level 0 by the reopened table).
 func TestFlushOnCloseLeavesNoLogToReplay(t *testing.T) {
 	for _, flush := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flush=%v", flush), func(t *testing.T) {
