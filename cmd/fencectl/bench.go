@@ -166,8 +166,10 @@ func runBenchScale(ctx context.Context, args []string, stdout, stderr io.Writer)
 a pending silence timer each) and a catalogue of --fences synthetic fences, and measures in
 one run: the catalogue's load and one update, the envelopes' bytes by part, the debouncer's
 cold (empty state directory) and warm recovery with its restore throughput, disk and memory,
-its CPU and timer looks while idle for --idle, and a view's cold and warm start. Progress to
-stderr, one JSON object to stdout. With --brokers the geofencing topics and groups ON THAT
+its CPU and timer looks while idle for --idle, how late its timers fire once due, how long
+input waits while every device's timer falls due at once (a trickle of pings through the
+burst), and the kit's view's cold and warm start. Progress to stderr, one JSON object to
+stdout. With --brokers the geofencing topics and groups ON THAT
 CLUSTER ARE DELETED and recreated.`)
 	var cl cluster.Config
 	cl.ClientID = "fencectl-bench"

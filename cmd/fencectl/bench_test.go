@@ -63,6 +63,8 @@ func TestBenchScaleReportsEveryFigure(t *testing.T) {
 		{"recovery", "cold_s"}, {"recovery", "warm_s"}, {"recovery", "disk_mb"}, {"recovery", "restore_records_per_s"},
 		{"idle", "s"}, {"idle", "looks"}, {"idle", "cpu_cores"}, {"idle", "look_cpu_us"},
 		{"view", "cold_s"}, {"view", "warm_s"},
+		{"timers", "interval_s"}, {"timers", "lateness_timers"}, {"timers", "lateness_p50_s"}, {"timers", "lateness_max_s"},
+		{"timers", "burst_timers"}, {"timers", "burst_s"}, {"timers", "burst_cpu_s"}, {"timers", "trickle_pings"},
 	} {
 		if v := num(p...); v <= 0 {
 			t.Errorf("%v = %v, want > 0", p, v)
@@ -73,6 +75,18 @@ func TestBenchScaleReportsEveryFigure(t *testing.T) {
 	num("recovery", "heap_mb")
 	num("catalogue", "heap_mb")
 	num("view", "rss_mb")
+	// Every seeded timer fires exactly once across the two timer phases, and
+	// each phase's figures hang together. The stall is 0 if no ping ever
+	// waited a poll long, so it need only be there and not negative.
+	if probes, burst := num("timers", "lateness_timers"), num("timers", "burst_timers"); probes+burst != devices {
+		t.Errorf("timers: %v probes + %v in the burst, want %d (every device's timer)", probes, burst, devices)
+	}
+	if p50, mx := num("timers", "lateness_p50_s"), num("timers", "lateness_max_s"); p50 > mx {
+		t.Errorf("timers: lateness p50 %v s > max %v s", p50, mx)
+	}
+	if stall := num("timers", "input_stall_max_s"); stall < 0 {
+		t.Errorf("timers.input_stall_max_s = %v, want ≥ 0", stall)
+	}
 	if got := num("idle", "keys_read"); got != 0 {
 		t.Errorf("idle.keys_read = %v: no seeded timer is due, so a look should read no key", got)
 	}

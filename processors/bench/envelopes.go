@@ -24,15 +24,26 @@ type EnvelopeBytes struct {
 	Timers  int `json:"timers"`
 }
 
+// seedBaseMs is the seeded devices' last fix (plus the device's index in ms):
+// in 2027, so their timers are due after the wall clock and stream time, which
+// never passes the wall clock, cannot make them due.
+const seedBaseMs = int64(1_800_000_000_000)
+
+// seedDue is when device j's seeded silence timer is due (stream time, Unix
+// ms): an hour after its last fix, so in device order.
+func seedDue(baseMs int64, j int) int64 { return baseMs + int64(j) + 3_600_000 }
+
 // deviceEnvelope is the debouncer's table value for a busy device j, encoded
 // with the kit's envelope encoder: its state (two fences in progress), the
 // cursor of its pings partition remembering its recent inputs with the
-// trigger the last one emitted, and its pending silence timer (due after the
-// seeded stream time, so none fires on recovery).
-func deviceEnvelope(j int, partitions int32) (dev string, v []byte, parts EnvelopeBytes, err error) {
+// trigger the last one emitted, and its pending silence timer, due in stream
+// time at seedDue(baseMs, j). With seedBaseMs the timers are due after the wall
+// clock, so none fires; the scale run seeds them in the past instead, to make
+// them due by moving stream time with a ping.
+func deviceEnvelope(j int, partitions int32, baseMs int64) (dev string, v []byte, parts EnvelopeBytes, err error) {
 	dev = fmt.Sprintf("dev-%07d", j)
 	p := topology.PartitionFor(dev, partitions)
-	ts := int64(1_800_000_000_000) + int64(j)
+	ts := baseMs + int64(j)
 	state, err := codecs.For[geofencepb.DeviceState]().Marshal(&geofencepb.DeviceState{
 		DeviceId: dev, LastHlc: uint64(ts) << 16, LastEventTimeMs: ts, LastLat: 52.5, LastLon: 13.4,
 		Pings: 100, CatalogueVersion: 1, Partition: p,
@@ -56,7 +67,7 @@ func deviceEnvelope(j int, partitions int32) (dev string, v []byte, parts Envelo
 		Recent: []uint64{uint64(off - 2), uint64(off - 1)},
 		Sent:   []*kitpb.Recorded{{Back: 0, Outputs: []*kitpb.Output{{Topic: geofence.TopicTriggers, Key: dev, Value: trig}}}}}
 	env := &kitpb.Envelope{State: state, HasState: true, Cursors: []*kitpb.Cursor{cur},
-		Timers: []*kitpb.Timer{{Name: debounce.SilenceTimer, AtMs: ts + 3_600_000, Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}}
+		Timers: []*kitpb.Timer{{Name: debounce.SilenceTimer, AtMs: seedDue(baseMs, j), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}}
 	if v, err = group.MarshalEnvelope(env); err != nil {
 		return "", nil, parts, err
 	}

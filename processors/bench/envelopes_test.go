@@ -16,7 +16,7 @@ import (
 // kit reads back as the device's state, with a cursor holding outputs and a
 // pending silence timer, and that its parts add up.
 func TestDeviceEnvelopeIsWhatTheDebouncerWrites(t *testing.T) {
-	dev, v, parts, err := deviceEnvelope(42, 24)
+	dev, v, parts, err := deviceEnvelope(42, 24, seedBaseMs)
 	if err != nil {
 		t.Fatal(err)
 	}

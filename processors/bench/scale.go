@@ -89,13 +89,15 @@ type ScaleResult struct {
 	Catalogue     CatalogueFigures `json:"catalogue"`
 	Recovery      RecoveryFigures  `json:"recovery"`
 	Idle          IdleFigures      `json:"idle"`
+	Timers        TimerFigures     `json:"timers"`
 	View          ViewFigures      `json:"view"`
 	TotalSeconds  float64          `json:"total_s"`
 }
 
 // Scale builds the catalogue and the debouncer's table at size and measures
 // what the size costs: the catalogue's load and update, the debouncer's cold
-// and warm recovery, its idle timer looks, and a view's cold and warm start.
+// and warm recovery, its idle timer looks, its timers' lateness and a burst of
+// them falling due at once, and a view's cold and warm start.
 func Scale(ctx context.Context, sc ScaleConfig) (*ScaleResult, error) {
 	start := time.Now()
 	if sc.Devices == 0 {
@@ -136,24 +138,33 @@ func Scale(ctx context.Context, sc ScaleConfig) (*ScaleResult, error) {
 		return nil, err
 	}
 	t0 := time.Now()
-	if res.Envelope, err = e.produceStates(ctx, sc.Devices); err != nil {
+	// The seeded timers are all due two minutes before the wall clock, but
+	// stream time is unknown until a ping comes (and the debouncer's idle
+	// stream time takes 10 minutes), so none fires until scaleTimers moves it.
+	baseMs := t0.UnixMilli() - int64(sc.Devices) - seedDue(0, 0) - 120_000
+	if res.Envelope, err = e.produceStates(ctx, sc.Devices, baseMs); err != nil {
 		return nil, err
 	}
 	res.ProduceSecond = time.Since(t0).Seconds()
 	e.progress("produced %d envelopes in %.1f s, %d bytes each (state %d, cursors %d, outputs %d, timers %d)", sc.Devices, res.ProduceSecond,
 		res.Envelope.Total, res.Envelope.State, res.Envelope.Cursors, res.Envelope.Outputs, res.Envelope.Timers)
 
-	if res.Recovery, res.Idle, err = e.scaleRecovery(ctx, sc.Devices, sc.Idle); err != nil {
-		return nil, err
-	}
-	e.progress("debouncer: cold %.2f s (%.0f records/s), warm %.2f s, disk %.0f MB, rss +%.0f MB; idle %.1f cores, %d looks, %d keys read, %d timers indexed",
-		res.Recovery.ColdSeconds, res.Recovery.RecordsPerSec, res.Recovery.WarmSeconds, res.Recovery.DiskMB, res.Recovery.RSSMB,
-		res.Idle.CPUFraction, res.Idle.Looks, res.Idle.KeysRead, res.Idle.TimersIndexed)
-
+	// The view first, while the table holds only the seeded envelopes (the
+	// timers' burst rewrites every one).
 	if res.View, err = e.scaleView(ctx, sc.Devices); err != nil {
 		return nil, err
 	}
 	e.progress("view: cold %.2f s, warm %.2f s, rss +%.0f MB", res.View.ColdSeconds, res.View.WarmSeconds, res.View.RSSMB)
+
+	if res.Recovery, res.Idle, res.Timers, err = e.scaleRecovery(ctx, sc.Devices, sc.Idle, baseMs); err != nil {
+		return nil, err
+	}
+	e.progress("debouncer: cold %.2f s (%.0f records/s), warm %.2f s, disk %.0f MB, rss +%.0f MB; idle %.3f cores, %d looks, %d keys read, %d timers indexed",
+		res.Recovery.ColdSeconds, res.Recovery.RecordsPerSec, res.Recovery.WarmSeconds, res.Recovery.DiskMB, res.Recovery.RSSMB,
+		res.Idle.CPUFraction, res.Idle.Looks, res.Idle.KeysRead, res.Idle.TimersIndexed)
+	e.progress("timers: lateness p50 %.2f s, max %.2f s (%d timers); burst of %d fired in %.1f s (%.1f CPU s), longest input stall %.3f s (%.3f s before it) over %d trickle pings",
+		res.Timers.LatenessP50, res.Timers.LatenessMax, res.Timers.Probes, res.Timers.Burst, res.Timers.BurstSeconds, res.Timers.BurstCPUSeconds,
+		res.Timers.InputStallMax, res.Timers.InputStallBefore, res.Timers.TricklePings)
 	res.TotalSeconds = time.Since(start).Seconds()
 	return res, nil
 }
@@ -188,10 +199,12 @@ func scaleCatalogue(n int) (CatalogueFigures, *fences.Catalogue, error) {
 }
 
 // scaleRecovery starts the debouncer cold, waits for its timer index to hold
-// every device, watches it idle, and restarts it warm.
-func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration) (RecoveryFigures, IdleFigures, error) {
+// every device, watches it idle, makes its timers due (scaleTimers), and
+// restarts it warm.
+func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration, baseMs int64) (RecoveryFigures, IdleFigures, TimerFigures, error) {
 	var r RecoveryFigures
 	var id IdleFigures
+	var tf TimerFigures
 	r.Devices = n
 	dir := e.stateDir("scale-debouncer")
 	defer os.RemoveAll(dir)
@@ -202,7 +215,7 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration) (Rec
 	t0 := time.Now()
 	run, err := e.startIn(ctx, false, dir)
 	if err != nil {
-		return r, id, err
+		return r, id, tf, err
 	}
 	r.ColdSeconds = time.Since(t0).Seconds()
 	if r.ColdSeconds > 0 {
@@ -213,7 +226,7 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration) (Rec
 		select {
 		case err := <-run.errc:
 			run.stop()
-			return r, id, fmt.Errorf("debouncer stopped: %v", err)
+			return r, id, tf, fmt.Errorf("debouncer stopped: %v", err)
 		case <-time.After(poll):
 		}
 	}
@@ -221,7 +234,7 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration) (Rec
 	select {
 	case err := <-run.errc:
 		run.stop()
-		return r, id, fmt.Errorf("debouncer stopped: %v", err)
+		return r, id, tf, fmt.Errorf("debouncer stopped: %v", err)
 	case <-time.After(idle): // the window watched, not a wait for a condition
 	}
 	st1, c1 := run.deb.TimerStats(), cpu()
@@ -234,21 +247,26 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration) (Rec
 	runtime.GC()
 	r.RSSMB = float64(rss()-rss0) / (1 << 20)
 	r.HeapMB = float64(heap()-heap0) / (1 << 20)
+	r.DiskMB = float64(diskUsage(dir)) / (1 << 20) // before the burst rewrites every envelope
+	tf, err = e.scaleTimers(ctx, run, n, baseMs)
 	run.stop()
-	r.DiskMB = float64(diskUsage(dir)) / (1 << 20)
+	if err != nil {
+		return r, id, tf, fmt.Errorf("timers: %w", err)
+	}
 	e.progress("debouncer: warm start")
 	t0 = time.Now()
 	run, err = e.startIn(ctx, false, dir)
 	if err != nil {
-		return r, id, err
+		return r, id, tf, err
 	}
 	r.WarmSeconds = time.Since(t0).Seconds()
 	run.stop()
-	return r, id, nil
+	return r, id, tf, nil
 }
 
 // scaleView starts a view of the debouncer's table on an empty state
-// directory (cold), then again on the one it left (warm).
+// directory (cold), then again on the one it left (warm); warm counts from
+// NewView, which asks the broker for the cluster and the partitions.
 func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	var f ViewFigures
 	dir := e.stateDir("scale-view")
@@ -256,15 +274,22 @@ func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	rss0 := rss()
+	// Every partition through the kit's view, as fenceview reads the table
+	// by default (Goka's view of every partition is the other choice).
+	every := make([]int32, e.cfg.Partitions)
+	for p := range every {
+		every[p] = int32(p)
+	}
 	for i, what := range []string{"cold", "warm"} {
 		e.progress("view: %s start over %d devices", what, n)
-		v, err := group.NewView[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, group.ViewStateDir(dir), group.ViewStorage(e.cfg.Storage))
+		t0 := time.Now()
+		v, err := group.NewView[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, group.ViewStateDir(dir), group.ViewStorage(e.cfg.Storage),
+			group.ViewPartitions(every...))
 		if err != nil {
 			return f, err
 		}
 		vctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		t0 := time.Now()
 		go func() { done <- v.Run(vctx) }()
 		wctx, wcancel := context.WithTimeout(ctx, stageLimit)
 		err = v.WaitRecovered(wctx)

@@ -117,7 +117,7 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 		if err := e.reset(ctx); err != nil {
 			return nil, err
 		}
-		if _, err := e.produceStates(ctx, n); err != nil {
+		if _, err := e.produceStates(ctx, n, seedBaseMs); err != nil {
 			return nil, err
 		}
 		for i, kind := range sc.Kinds {
@@ -137,8 +137,8 @@ func CompareStorage(ctx context.Context, sc StorageConfig) (*StorageResult, erro
 // produceStates writes n device states to the debouncer's table topic as the
 // debouncer writes them: envelopes with a busy device's state, a cursor with
 // its outputs and a pending timer (deviceEnvelope). It returns their mean
-// size by part.
-func (e *env) produceStates(ctx context.Context, n int) (EnvelopeBytes, error) {
+// size by part. baseMs sets the devices' last fix (deviceEnvelope).
+func (e *env) produceStates(ctx context.Context, n int, baseMs int64) (EnvelopeBytes, error) {
 	e.progress("producing %d device envelopes", n)
 	var sum EnvelopeBytes
 	if err := e.newProducer(); err != nil {
@@ -148,7 +148,7 @@ func (e *env) produceStates(ctx context.Context, n int) (EnvelopeBytes, error) {
 	for i := 0; i < n; i += batch {
 		recs := make([]*kgo.Record, 0, batch)
 		for j := i; j < min(n, i+batch); j++ {
-			dev, v, parts, err := deviceEnvelope(j, e.cfg.Partitions)
+			dev, v, parts, err := deviceEnvelope(j, e.cfg.Partitions, baseMs)
 			if err != nil {
 				return sum, err
 			}

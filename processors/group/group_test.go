@@ -66,7 +66,11 @@ func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) er
 // validGroupOut is validGroup for a handler that emits: it is handed the
 // output handle of the group being built (handles belong to one group).
 func validGroupOut(topo *topology.Topology, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
-	g := group.New[state](topo, testGroup, quiet)
+	return validGroupOutLogged(topo, quiet, handle, opts...)
+}
+
+func validGroupOutLogged(topo *topology.Topology, log *slog.Logger, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
+	g := group.New[state](topo, testGroup, log)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error { return handle(out, c, p) }, opts...)
 	return g

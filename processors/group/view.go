@@ -153,7 +153,8 @@ func (c *viewConfig) storageBuilder(cl cluster.Config, table string) (storage.Bu
 		return nil, err
 	}
 	c.lockDir = dir
-	return statestore.Builder(kind, dir, statestore.PebbleMemory(viewMemTable, viewCache))
+	// Flushed at close, a restart's open replays no log (statestore.FlushOnClose).
+	return statestore.Builder(kind, dir, statestore.PebbleMemory(viewMemTable, viewCache), statestore.FlushOnClose())
 }
 
 // A view holds a store per partition of its table and only reads it by key,

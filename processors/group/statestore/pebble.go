@@ -125,17 +125,31 @@ type pebbleStore struct {
 
 func (s *pebbleStore) Open() error { return nil }
 
-// Close writes the offset and closes the database; only the first call does
-// anything (Pebble panics on a second close).
+// Close writes the offset, flushes the memtable with FlushOnClose, and
+// closes the database; only the first call does anything (Pebble panics on a
+// second close).
 func (s *pebbleStore) Close() (err error) {
 	s.closing.Do(func() {
 		offErr := s.off.close()
 		if s.h.failed() != nil {
 			offErr = nil // expected: the table refused it
 		}
+		if s.h.cfg.flushOnClose && s.h.failed() == nil {
+			s.flush()
+		}
 		err = errors.Join(offErr, s.closeDB())
 	})
 	return err
+}
+
+// flush writes the memtable out. Best effort: what it does not write stays
+// in the log, which the next open replays.
+func (s *pebbleStore) flush() {
+	var err error
+	defer recoverFatal(s.h, &err)
+	if err = s.db.Flush(); err != nil {
+		s.h.cfg.log.Debug("pebble flush on close", "table", s.h.path, "err", err)
+	}
 }
 
 func (s *pebbleStore) closeDB() (err error) {

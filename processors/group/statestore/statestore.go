@@ -55,6 +55,7 @@ type config struct {
 	onUnwritable   func(error)
 	memTable       int   // Pebble memtable bytes per table (0: pebbleMemTableBytes)
 	cache          int64 // Pebble block cache bytes per builder (0: pebbleCacheBytes)
+	flushOnClose   bool
 }
 
 // PebbleMemory sizes Pebble's memory: memTable bytes per table (default 4
@@ -65,6 +66,14 @@ type config struct {
 func PebbleMemory(memTable int, cache int64) Opt {
 	return func(c *config) { c.memTable, c.cache = memTable, cache }
 }
+
+// FlushOnClose makes a Pebble table write its memtable to disk when it
+// closes (default: it does not, and the next open replays the table's log
+// into a memtable and flushes that). The flush is the same work; done at
+// close, a restart opens the table without replaying anything: measured at
+// 14 of 19 ms of CPU per reopened table, 24 tables per view. The other kinds
+// ignore it.
+func FlushOnClose() Opt { return func(c *config) { c.flushOnClose = true } }
 
 // OffsetInterval is how often a changed offset is written (default 1 s; Goka
 // writes it after every message). Longer means fewer writes and a longer
