@@ -1075,7 +1075,6 @@ type OccupancyChange struct {
 	// was already inside (counted, and listed if there is room).
 	Delta            int32       `protobuf:"zigzag32,3,opt,name=delta,proto3" json:"delta,omitempty"`
 	Type             TriggerType `protobuf:"varint,4,opt,name=type,proto3,enum=fencestream.v1.TriggerType" json:"type,omitempty"`
-	TriggerId        string      `protobuf:"bytes,5,opt,name=trigger_id,json=triggerId,proto3" json:"trigger_id,omitempty"`
 	Hlc              uint64      `protobuf:"varint,6,opt,name=hlc,proto3" json:"hlc,omitempty"`
 	EventTimeMs      int64       `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"`
 	CatalogueVersion uint64      `protobuf:"varint,8,opt,name=catalogue_version,json=catalogueVersion,proto3" json:"catalogue_version,omitempty"`
@@ -1147,13 +1146,6 @@ func (x *OccupancyChange) GetType() TriggerType {
 	return TriggerType_TRIGGER_TYPE_UNSPECIFIED
 }
 
-func (x *OccupancyChange) GetTriggerId() string {
-	if x != nil {
-		return x.TriggerId
-	}
-	return ""
-}
-
 func (x *OccupancyChange) GetHlc() uint64 {
 	if x != nil {
 		return x.Hlc
@@ -1221,9 +1213,11 @@ type Occupancy struct {
 	// No member that left has a last_hlc below this: pruning scans the members
 	// only once the horizon passes it.
 	NextPruneHlc uint64 `protobuf:"varint,16,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
-	// Highest fence-triggers offset applied, by partition (OccupancyChange's
-	// source): at most one entry per partition.
-	SourceOffsets map[int32]int64 `protobuf:"bytes,17,rep,name=source_offsets,json=sourceOffsets,proto3" json:"source_offsets,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// By fence-triggers partition (OccupancyChange's source), one more than
+	// the highest offset applied from it (0: none): as many entries as the
+	// highest source partition seen, plus one. A list, not a map: it is
+	// encoded on every change, and a packed list costs a varint an entry.
+	SourceNext    []int64 `protobuf:"varint,17,rep,packed,name=source_next,json=sourceNext,proto3" json:"source_next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1370,9 +1364,9 @@ func (x *Occupancy) GetNextPruneHlc() uint64 {
 	return 0
 }
 
-func (x *Occupancy) GetSourceOffsets() map[int32]int64 {
+func (x *Occupancy) GetSourceNext() []int64 {
 	if x != nil {
-		return x.SourceOffsets
+		return x.SourceNext
 	}
 	return nil
 }
@@ -1562,20 +1556,18 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x0fexpired_dropped\x18\b \x01(\x04R\x0eexpiredDropped\x1aQ\n" +
 	"\vFencesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xe2\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xc9\x02\n" +
 	"\x0fOccupancyChange\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x14\n" +
 	"\x05delta\x18\x03 \x01(\x11R\x05delta\x12/\n" +
-	"\x04type\x18\x04 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\x04type\x12\x1d\n" +
-	"\n" +
-	"trigger_id\x18\x05 \x01(\tR\ttriggerId\x12\x10\n" +
+	"\x04type\x18\x04 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\x04type\x12\x10\n" +
 	"\x03hlc\x18\x06 \x01(\x04R\x03hlc\x12\"\n" +
 	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12+\n" +
 	"\x11catalogue_version\x18\b \x01(\x04R\x10catalogueVersion\x12)\n" +
 	"\x10source_partition\x18\t \x01(\x05R\x0fsourcePartition\x12#\n" +
 	"\rsource_offset\x18\n" +
-	" \x01(\x03R\fsourceOffset\"\xc7\x06\n" +
+	" \x01(\x03R\fsourceOffsetJ\x04\b\x05\x10\x06\"\xd1\x05\n" +
 	"\tOccupancy\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x18\n" +
@@ -1595,14 +1587,12 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\n" +
 	"pruned_hlc\x18\x0e \x01(\x04R\tprunedHlc\x12'\n" +
 	"\x0fexpired_dropped\x18\x0f \x01(\x04R\x0eexpiredDropped\x12$\n" +
-	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x12S\n" +
-	"\x0esource_offsets\x18\x11 \x03(\v2,.fencestream.v1.Occupancy.SourceOffsetsEntryR\rsourceOffsets\x1aR\n" +
+	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x12\x1f\n" +
+	"\vsource_next\x18\x11 \x03(\x03R\n" +
+	"sourceNext\x1aR\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\x1a@\n" +
-	"\x12SourceOffsetsEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xad\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xad\x01\n" +
 	"\x06HotKey\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
@@ -1640,7 +1630,7 @@ func file_fencestream_v1_geofence_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_v1_geofence_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(TriggerType)(0),         // 0: fencestream.v1.TriggerType
 	(TriggerReason)(0),       // 1: fencestream.v1.TriggerReason
@@ -1660,7 +1650,6 @@ var file_fencestream_v1_geofence_proto_goTypes = []any{
 	nil,                      // 15: fencestream.v1.DeviceState.FencesEntry
 	nil,                      // 16: fencestream.v1.DeviceMembership.FencesEntry
 	nil,                      // 17: fencestream.v1.Occupancy.MembersEntry
-	nil,                      // 18: fencestream.v1.Occupancy.SourceOffsetsEntry
 }
 var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	4,  // 0: fencestream.v1.Fence.settings:type_name -> fencestream.v1.DebounceSettings
@@ -1674,15 +1663,14 @@ var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	16, // 8: fencestream.v1.DeviceMembership.fences:type_name -> fencestream.v1.DeviceMembership.FencesEntry
 	0,  // 9: fencestream.v1.OccupancyChange.type:type_name -> fencestream.v1.TriggerType
 	17, // 10: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
-	18, // 11: fencestream.v1.Occupancy.source_offsets:type_name -> fencestream.v1.Occupancy.SourceOffsetsEntry
-	7,  // 12: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
-	10, // 13: fencestream.v1.DeviceMembership.FencesEntry.value:type_name -> fencestream.v1.Member
-	10, // 14: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 11: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
+	10, // 12: fencestream.v1.DeviceMembership.FencesEntry.value:type_name -> fencestream.v1.Member
+	10, // 13: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_v1_geofence_proto_init() }
@@ -1696,7 +1684,7 @@ func file_fencestream_v1_geofence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_v1_geofence_proto_rawDesc), len(file_fencestream_v1_geofence_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -58,6 +58,9 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 	return out
 }
 
+// Group is the name of the processor's group.
+func (p *Processor) Group() string { return p.name }
+
 // Processed counts the records of input topic this instance has processed
 // since it started, and the last offset it processed per partition.
 func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {

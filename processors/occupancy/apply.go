@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -74,7 +73,7 @@ const (
 	maxVarintField = 1 + 10
 	maxMemberBytes = 2 + 3*maxVarintField
 	maxMemberEntry = 1 + 2 + maxIDField + (1 + 2 + maxMemberBytes)
-	maxOffsetEntry = 1 + 1 + (2*maxVarintField + 1)
+	maxOffsetEntry = 10 // a packed varint
 	maxFixedFields = maxIDField + 16*maxVarintField
 )
 
@@ -320,27 +319,34 @@ func Inside(m *geofencepb.DeviceMembership, fence string) bool {
 func Change(t *geofencepb.Trigger, delta int32, partition int32, offset int64) *geofencepb.OccupancyChange {
 	return &geofencepb.OccupancyChange{
 		FenceId: t.GetFenceId(), DeviceId: t.GetDeviceId(), Delta: delta, Type: t.GetType(),
-		TriggerId: t.GetTriggerId(), Hlc: t.GetHlc(), EventTimeMs: t.GetEventTimeMs(),
+		Hlc: t.GetHlc(), EventTimeMs: t.GetEventTimeMs(),
 		CatalogueVersion: t.GetCatalogueVersion(), SourcePartition: partition, SourceOffset: offset,
 	}
 }
 
 // Change-validation errors (the processor dead-letters such changes).
 var (
-	ErrBadDelta     = errors.New("change's delta does not follow from its trigger type")
-	ErrBadSource    = errors.New("change's source partition or offset is out of range")
-	ErrChangeForged = errors.New("change's trigger_id is not the debouncer's id of its device, fence, type and HLC")
+	ErrBadDelta  = errors.New("change's delta does not follow from its trigger type")
+	ErrBadSource = errors.New("change's source partition or offset is out of range")
 )
 
 // ValidateChange checks a change read from occupancy-changes against its
 // record key (the fence id) and the partitions of fence-triggers: ids
-// usable, the trigger id the debouncer's, a delta its type allows (ENTER +1,
-// EXIT -1, DWELL 0 or +1: a DWELL whose ENTER was overtaken puts the device
-// inside) and a source within fence-triggers.
+// usable, an HLC, a delta its type allows (ENTER +1, EXIT -1, DWELL 0 or +1:
+// a DWELL whose ENTER was overtaken puts the device inside) and a source
+// within fence-triggers.
 func ValidateChange(fenceKey string, c *geofencepb.OccupancyChange, partitions int32) error {
-	t := &geofencepb.Trigger{TriggerId: c.GetTriggerId(), DeviceId: c.GetDeviceId(), FenceId: c.GetFenceId(), Type: c.GetType(), Hlc: c.GetHlc()}
-	if err := validate(t); err != nil {
-		return err
+	if c.GetFenceId() == "" {
+		return ErrNoFence
+	}
+	if c.GetHlc() == 0 {
+		return ErrNoHLC
+	}
+	if err := topology.ValidateKey(c.GetFenceId(), 0); err != nil {
+		return fmt.Errorf("fence_id: %w", err)
+	}
+	if err := topology.ValidateKey(c.GetDeviceId(), 0); err != nil {
+		return fmt.Errorf("%w: device_id: %w", ErrDeviceMismatch, err)
 	}
 	if c.GetFenceId() != fenceKey {
 		return fmt.Errorf("%w: key %q, fence_id %q", ErrFenceMismatch, fenceKey, c.GetFenceId())
@@ -359,9 +365,6 @@ func ValidateChange(fenceKey string, c *geofencepb.OccupancyChange, partitions i
 	}
 	if p := c.GetSourcePartition(); p < 0 || p >= partitions || p >= MaxSourcePartitions || c.GetSourceOffset() < 0 {
 		return fmt.Errorf("%w: partition %d (fence-triggers has %d), offset %d", ErrBadSource, p, partitions, c.GetSourceOffset())
-	}
-	if want := debounce.TriggerID(c.GetDeviceId(), c.GetFenceId(), c.GetType(), c.GetHlc()); c.GetTriggerId() != want {
-		return fmt.Errorf("%w: %q, want %q", ErrChangeForged, c.GetTriggerId(), want)
 	}
 	return nil
 }
@@ -382,18 +385,18 @@ func ApplyChange(occ *geofencepb.Occupancy, c *geofencepb.OccupancyChange, lim L
 	if occ.FenceId == "" {
 		occ.FenceId = c.GetFenceId()
 	}
-	if c.GetFenceId() != occ.FenceId || c.GetDelta() < -1 || c.GetDelta() > 1 || c.GetSourcePartition() < 0 {
+	if c.GetFenceId() != occ.FenceId || c.GetDelta() < -1 || c.GetDelta() > 1 || c.GetSourcePartition() < 0 || c.GetSourcePartition() >= MaxSourcePartitions || c.GetSourceOffset() < 0 {
 		return Invalid
 	}
-	p, off := c.GetSourcePartition(), c.GetSourceOffset()
-	if last, ok := occ.SourceOffsets[p]; ok && off <= last {
+	p, off := int(c.GetSourcePartition()), c.GetSourceOffset()
+	if p < len(occ.SourceNext) && off < occ.SourceNext[p] {
 		occ.DuplicatesDropped++
 		return Duplicate
 	}
-	if occ.SourceOffsets == nil {
-		occ.SourceOffsets = map[int32]int64{}
+	if p >= len(occ.SourceNext) {
+		occ.SourceNext = append(occ.SourceNext, make([]int64, p+1-len(occ.SourceNext))...)
 	}
-	occ.SourceOffsets[p] = off
+	occ.SourceNext[p] = off + 1
 	lim = lim.withDefaults()
 	occ.CatalogueVersion = max(occ.CatalogueVersion, c.GetCatalogueVersion())
 	occ.WatermarkHlc = max(occ.WatermarkHlc, c.GetHlc())
