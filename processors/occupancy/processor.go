@@ -205,7 +205,7 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 // handleTrigger applies a device-keyed trigger to the device's member
 // register at its fence and sends a flip (or a DWELL) on to the fence.
 func handleTrigger(c *MembersContext, t *geofencepb.Trigger, cfg config, m *metrics, changes group.Out[geofencepb.OccupancyChange, *geofencepb.OccupancyChange]) error {
-	if err := Validate(c.Key(), t); err != nil {
+	if err := validate(t); err != nil {
 		m.invalid.Inc()
 		return err
 	}
