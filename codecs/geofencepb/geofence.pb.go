@@ -885,7 +885,10 @@ type Member struct {
 	// The type of the trigger at last_hlc: with the HLC it names the trigger
 	// (the debouncer's trigger id is a function of device, fence, type and
 	// HLC), so last_trigger_id is no longer written.
-	LastType      TriggerType `protobuf:"varint,5,opt,name=last_type,json=lastType,proto3,enum=fencestream.v1.TriggerType" json:"last_type,omitempty"`
+	LastType TriggerType `protobuf:"varint,5,opt,name=last_type,json=lastType,proto3,enum=fencestream.v1.TriggerType" json:"last_type,omitempty"`
+	// The fence, in a DeviceMembership (an Occupancy's members are keyed by
+	// device instead).
+	FenceId       string `protobuf:"bytes,6,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,14 +958,22 @@ func (x *Member) GetLastType() TriggerType {
 	return TriggerType_TRIGGER_TYPE_UNSPECIFIED
 }
 
+func (x *Member) GetFenceId() string {
+	if x != nil {
+		return x.FenceId
+	}
+	return ""
+}
+
 // DeviceMembership is the occupancy-members group-table value, key =
 // device_id: the device's Member at every fence it is inside, or left less
 // than the horizon ago (by HLC). The source of every occupancy count.
 type DeviceMembership struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	DeviceId string                 `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
-	// By fence_id.
-	Fences map[string]*Member `protobuf:"bytes,2,rep,name=fences,proto3" json:"fences,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Sorted by fence_id, one per fence. A list, not a map: it is encoded on
+	// every trigger, and a map is sorted for each deterministic encoding.
+	Fences []*Member `protobuf:"bytes,2,rep,name=fences,proto3" json:"fences,omitempty"`
 	// Highest trigger HLC this record has applied (or dropped).
 	WatermarkHlc uint64 `protobuf:"varint,3,opt,name=watermark_hlc,json=watermarkHlc,proto3" json:"watermark_hlc,omitempty"`
 	// Highest last_hlc of a member forgotten (past the horizon, or to keep the
@@ -1015,7 +1026,7 @@ func (x *DeviceMembership) GetDeviceId() string {
 	return ""
 }
 
-func (x *DeviceMembership) GetFences() map[string]*Member {
+func (x *DeviceMembership) GetFences() []*Member {
 	if x != nil {
 		return x.Fences
 	}
@@ -1537,26 +1548,24 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\n" +
 	"FenceEntry\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x120\n" +
-	"\x05state\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05state\"\xb8\x01\n" +
+	"\x05state\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05state\"\xd3\x01\n" +
 	"\x06Member\x12\x16\n" +
 	"\x06inside\x18\x01 \x01(\bR\x06inside\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12&\n" +
 	"\x0flast_trigger_id\x18\x03 \x01(\tR\rlastTriggerId\x12\x19\n" +
 	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\x128\n" +
-	"\tlast_type\x18\x05 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\blastType\"\xaf\x03\n" +
+	"\tlast_type\x18\x05 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\blastType\x12\x19\n" +
+	"\bfence_id\x18\x06 \x01(\tR\afenceId\"\xc6\x02\n" +
 	"\x10DeviceMembership\x12\x1b\n" +
-	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12D\n" +
-	"\x06fences\x18\x02 \x03(\v2,.fencestream.v1.DeviceMembership.FencesEntryR\x06fences\x12#\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12.\n" +
+	"\x06fences\x18\x02 \x03(\v2\x16.fencestream.v1.MemberR\x06fences\x12#\n" +
 	"\rwatermark_hlc\x18\x03 \x01(\x04R\fwatermarkHlc\x12\x1d\n" +
 	"\n" +
 	"pruned_hlc\x18\x04 \x01(\x04R\tprunedHlc\x12$\n" +
 	"\x0enext_prune_hlc\x18\x05 \x01(\x04R\fnextPruneHlc\x12-\n" +
 	"\x12duplicates_dropped\x18\x06 \x01(\x04R\x11duplicatesDropped\x12#\n" +
 	"\rstale_dropped\x18\a \x01(\x04R\fstaleDropped\x12'\n" +
-	"\x0fexpired_dropped\x18\b \x01(\x04R\x0eexpiredDropped\x1aQ\n" +
-	"\vFencesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xc9\x02\n" +
+	"\x0fexpired_dropped\x18\b \x01(\x04R\x0eexpiredDropped\"\xc9\x02\n" +
 	"\x0fOccupancyChange\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x14\n" +
@@ -1630,7 +1639,7 @@ func file_fencestream_v1_geofence_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_v1_geofence_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(TriggerType)(0),         // 0: fencestream.v1.TriggerType
 	(TriggerReason)(0),       // 1: fencestream.v1.TriggerReason
@@ -1648,8 +1657,7 @@ var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(*Occupancy)(nil),        // 13: fencestream.v1.Occupancy
 	(*HotKey)(nil),           // 14: fencestream.v1.HotKey
 	nil,                      // 15: fencestream.v1.DeviceState.FencesEntry
-	nil,                      // 16: fencestream.v1.DeviceMembership.FencesEntry
-	nil,                      // 17: fencestream.v1.Occupancy.MembersEntry
+	nil,                      // 16: fencestream.v1.Occupancy.MembersEntry
 }
 var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	4,  // 0: fencestream.v1.Fence.settings:type_name -> fencestream.v1.DebounceSettings
@@ -1660,17 +1668,16 @@ var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	9,  // 5: fencestream.v1.DeviceState.fence_states:type_name -> fencestream.v1.FenceEntry
 	7,  // 6: fencestream.v1.FenceEntry.state:type_name -> fencestream.v1.FenceState
 	0,  // 7: fencestream.v1.Member.last_type:type_name -> fencestream.v1.TriggerType
-	16, // 8: fencestream.v1.DeviceMembership.fences:type_name -> fencestream.v1.DeviceMembership.FencesEntry
+	10, // 8: fencestream.v1.DeviceMembership.fences:type_name -> fencestream.v1.Member
 	0,  // 9: fencestream.v1.OccupancyChange.type:type_name -> fencestream.v1.TriggerType
-	17, // 10: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
+	16, // 10: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
 	7,  // 11: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
-	10, // 12: fencestream.v1.DeviceMembership.FencesEntry.value:type_name -> fencestream.v1.Member
-	10, // 13: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 12: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_v1_geofence_proto_init() }
@@ -1684,7 +1691,7 @@ func file_fencestream_v1_geofence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_v1_geofence_proto_rawDesc), len(file_fencestream_v1_geofence_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

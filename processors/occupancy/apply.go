@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
@@ -207,7 +208,7 @@ func ApplyTrigger(m *geofencepb.DeviceMembership, t *geofencepb.Trigger, lim Lim
 	}
 	lim = lim.withDefaults()
 	fence, at := t.GetFenceId(), t.GetHlc()
-	mem := m.Fences[fence]
+	mem := MemberOf(m, fence)
 	switch {
 	case mem == nil && at <= m.PrunedHlc:
 		m.WatermarkHlc = max(m.WatermarkHlc, at)
@@ -225,12 +226,8 @@ func ApplyTrigger(m *geofencepb.DeviceMembership, t *geofencepb.Trigger, lim Lim
 	}
 	m.WatermarkHlc = max(m.WatermarkHlc, at)
 	prune(m, lim)
-	if mem = m.Fences[fence]; mem == nil { // new, or just pruned (older than at)
-		mem = &geofencepb.Member{}
-		if m.Fences == nil {
-			m.Fences = map[string]*geofencepb.Member{}
-		}
-		m.Fences[fence] = mem
+	if mem = MemberOf(m, fence); mem == nil { // new, or just pruned (older than at)
+		mem = addMember(m, fence)
 	}
 	inside := t.GetType() != geofencepb.TriggerType_TRIGGER_TYPE_EXIT
 	mem.LastHlc, mem.LastType, mem.LastTriggerId = at, t.GetType(), ""
@@ -271,15 +268,17 @@ func prune(m *geofencepb.DeviceMembership, lim Limits) {
 		return
 	}
 	next := uint64(math.MaxUint64) // no member left: nothing to prune until one leaves
-	for id, mem := range m.Fences {
+	m.Fences = slices.DeleteFunc(m.Fences, func(mem *geofencepb.Member) bool {
 		switch {
 		case mem.GetInside():
 		case mem.GetLastHlc() < c:
-			forget(m, id, mem)
+			m.PrunedHlc = max(m.PrunedHlc, mem.GetLastHlc())
+			return true
 		default:
 			next = min(next, mem.GetLastHlc())
 		}
-	}
+		return false
+	})
 	m.NextPruneHlc = next
 }
 
@@ -288,17 +287,16 @@ func prune(m *geofencepb.DeviceMembership, lim Limits) {
 // itself is kept: another trigger of the same ping may still be on its way,
 // and pruned_hlc at at would expire it). It reports whether it made room.
 func forgetOldest(m *geofencepb.DeviceMembership, at uint64) bool {
-	var oldest string
 	var om *geofencepb.Member
-	for id, mem := range m.Fences {
-		if !mem.GetInside() && mem.GetLastHlc() < at && (om == nil || mem.GetLastHlc() < om.GetLastHlc() || mem.GetLastHlc() == om.GetLastHlc() && id < oldest) {
-			oldest, om = id, mem
+	for _, mem := range m.Fences { // sorted by fence: the first of equals goes
+		if !mem.GetInside() && mem.GetLastHlc() < at && (om == nil || mem.GetLastHlc() < om.GetLastHlc()) {
+			om = mem
 		}
 	}
 	if om == nil {
 		return false
 	}
-	forget(m, oldest, om)
+	forget(m, om.GetFenceId(), om)
 	return true
 }
 
@@ -306,12 +304,35 @@ func forgetOldest(m *geofencepb.DeviceMembership, at uint64) bool {
 // trigger of the forgotten stay is expired rather than applied.
 func forget(m *geofencepb.DeviceMembership, fence string, mem *geofencepb.Member) {
 	m.PrunedHlc = max(m.PrunedHlc, mem.GetLastHlc())
-	delete(m.Fences, fence)
+	if i, found := findMember(m, fence); found {
+		m.Fences = slices.Delete(m.Fences, i, i+1)
+	}
+}
+
+// findMember is where fence's member is, or would be, in m's sorted list.
+func findMember(m *geofencepb.DeviceMembership, fence string) (int, bool) {
+	return slices.BinarySearchFunc(m.GetFences(), fence, func(mem *geofencepb.Member, f string) int { return strings.Compare(mem.GetFenceId(), f) })
+}
+
+// MemberOf is the device's member at fence in record m, or nil.
+func MemberOf(m *geofencepb.DeviceMembership, fence string) *geofencepb.Member {
+	if i, found := findMember(m, fence); found {
+		return m.Fences[i]
+	}
+	return nil
+}
+
+// addMember inserts a new member for fence (which m does not hold).
+func addMember(m *geofencepb.DeviceMembership, fence string) *geofencepb.Member {
+	i, _ := findMember(m, fence)
+	mem := &geofencepb.Member{FenceId: fence}
+	m.Fences = slices.Insert(m.Fences, i, mem)
+	return mem
 }
 
 // Inside reports whether the device of record m is inside fence.
 func Inside(m *geofencepb.DeviceMembership, fence string) bool {
-	return m.GetFences()[fence].GetInside()
+	return MemberOf(m, fence).GetInside()
 }
 
 // Change is the count change a trigger read at (partition, offset) of

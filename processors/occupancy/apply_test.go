@@ -106,7 +106,7 @@ func (w *world) change(c *geofencepb.OccupancyChange) occupancy.Result {
 func (w *world) occ(fence string) *geofencepb.Occupancy { return w.fences[fence] }
 
 func (w *world) member(device, fence string) *geofencepb.Member {
-	return w.devices[device].GetFences()[fence]
+	return occupancy.MemberOf(w.devices[device], fence)
 }
 
 // inside lists the devices whose register says inside fence.
@@ -499,7 +499,7 @@ func TestApplyMemberLimit(t *testing.T) {
 		t.Fatalf("d: %v", res)
 	}
 	m := w.devices["v"]
-	if len(m.Fences) != 3 || m.Fences["a"] != nil || m.PrunedHlc != 2 {
+	if len(m.Fences) != 3 || occupancy.MemberOf(m, "a") != nil || m.PrunedHlc != 2 {
 		t.Fatalf("record %v", m)
 	}
 	if _, res := w.apply(trig("v", "a", exit, 2)); res != occupancy.Expired {
@@ -525,7 +525,7 @@ func TestApplyHorizonPrunes(t *testing.T) {
 	w.apply(trig("v", "b", enter, at(3_000)))
 	w.apply(trig("v", "b", dwell, at(2*3_600_000)))
 	m := w.devices["v"]
-	if m.Fences["a"] != nil || m.Fences["b"] == nil || m.PrunedHlc != at(2_000) {
+	if occupancy.MemberOf(m, "a") != nil || occupancy.MemberOf(m, "b") == nil || m.PrunedHlc != at(2_000) {
 		t.Fatalf("record %v", m)
 	}
 	if _, res := w.apply(trig("v", "a", enter, at(1_000))); res != occupancy.Expired || m.ExpiredDropped != 1 {

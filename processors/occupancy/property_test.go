@@ -108,7 +108,8 @@ func TestApplyConverges(t *testing.T) {
 			}
 		}
 		for dev, want := range ref.devices {
-			for f, m := range want.Fences {
+			for _, m := range want.Fences {
+				f := m.GetFenceId()
 				if gm := got.member(dev, f); gm.GetInside() != m.Inside || gm.GetLastHlc() != m.LastHlc || gm.GetLastType() != m.LastType {
 					t.Fatalf("device %s fence %s: got %v want %v", dev, f, gm, m)
 				}
