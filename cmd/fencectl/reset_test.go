@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -209,5 +211,20 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 	got := enterTimes(t, addr, 2)
 	if got[1] != t0+6*10_000 {
 		t.Fatalf("ENTER after the reset at %d, want the fifth inside ping %d", got[1], t0+6*10_000)
+	}
+}
+
+// TestPairedEdges: of the geofencing topology's boundaries, only
+// occupancy-changes is written by one group for another to stream; the
+// visits' and device stats' outputs are not, so reset never deletes them.
+func TestPairedEdges(t *testing.T) {
+	topo, err := modules.Topology(24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pairedEdges(topo)
+	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pairedEdges = %+v, want %+v", got, want)
 	}
 }
