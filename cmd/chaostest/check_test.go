@@ -252,8 +252,8 @@ func newIndex(w *world) *index {
 		}
 	}
 	for dev, dm := range w.members {
-		for fence, m := range dm.GetFences() {
-			p := pair{dev, fence}
+		for _, m := range dm.GetFences() {
+			p := pair{dev, m.GetFenceId()}
 			ix.member[p] = m
 			if m.GetInside() {
 				ix.occIn[p] = true

@@ -34,8 +34,9 @@ type config struct{ partitions int32 }
 func WithPartitions(n int32) Opt { return func(c *config) { c.partitions = n } }
 
 // Topology declares the fencestream pipeline: pings keyed by device into the
-// debouncer, triggers keyed by device, and the occupancy processor re-keying them
-// by fence across a declared ordering boundary.
+// debouncer, triggers keyed by device into occupancy-members (each device's
+// member registers), and the count changes those decide, re-keyed by fence
+// across a declared ordering boundary into occupancy's fence-keyed table.
 func Topology(opts ...Opt) *topology.Topology {
 	cfg := config{partitions: topology.DefaultPartitions}
 	for _, o := range opts {

@@ -49,6 +49,8 @@ type PartitionLag struct {
 // occupancy-changes, so Total bounds the triggers not yet reflected in the
 // table, up to the groups' commit interval.
 type LagReport struct {
+	// Group is "occupancy": the two groups, occupancy-members on
+	// fence-triggers and occupancy on occupancy-changes, reported as one.
 	Group string
 	// Partitions lists every partition of fence-triggers and occupancy-changes,
 	// sorted by topic then partition.
@@ -78,8 +80,9 @@ func (r LagReport) String() string {
 	return b.String()
 }
 
-// Lag measures the occupancy group's lag on fence-triggers and occupancy-loop:
-// its committed offsets against the topics' end offsets.
+// Lag measures occupancy's lag: occupancy-members' committed offsets on
+// fence-triggers and occupancy's on occupancy-changes, against the topics'
+// end offsets.
 func Lag(ctx context.Context, cl cluster.Config) (LagReport, error) {
 	adm, closeFn, err := admin(cl)
 	if err != nil {
