@@ -29,6 +29,10 @@ func TestGoldenV2(t *testing.T) { checkGolden(t, "v2", v2Messages()) }
 // v3 added DebounceSettings.detector (6) and FenceState.evidence (6).
 func TestGoldenV3(t *testing.T) { checkGolden(t, "v3", v3Messages()) }
 
+// v4 added occupancy's DeviceMembership and OccupancyChange, Member.last_type
+// (5) and fence_id (6), and Occupancy.source_next (17).
+func TestGoldenV4(t *testing.T) { checkGolden(t, "v4", v4Messages()) }
+
 func checkGolden(t *testing.T, version string, msgs map[string]proto.Message) {
 	for name, want := range msgs {
 		t.Run(name, func(t *testing.T) {

@@ -76,3 +76,31 @@ func v3Messages() map[string]proto.Message {
 		},
 	}
 }
+
+// v4Messages are the messages schema v4 changed or added, fully populated:
+// occupancy's member registers per device (DeviceMembership, Member's
+// last_type and fence_id), the count changes sent to a fence
+// (OccupancyChange) and the fence's per-partition source offsets
+// (Occupancy.source_next). Frozen like v1Messages: testdata/v4/*.bin.
+func v4Messages() map[string]proto.Message {
+	member := &pb.Member{Inside: true, LastHlc: 111_394_304_000_000_007, LastTriggerId: "dev-1|fence-a|E|18bc", SinceMs: 1_700_000_015_000,
+		LastType: pb.TriggerType_TRIGGER_TYPE_ENTER, FenceId: "fence-a"}
+	return map[string]proto.Message{
+		"Member": member,
+		"DeviceMembership": &pb.DeviceMembership{
+			DeviceId: "dev-1", Fences: []*pb.Member{member, {FenceId: "fence-b", LastHlc: 5, LastType: pb.TriggerType_TRIGGER_TYPE_EXIT}},
+			WatermarkHlc: 111_394_304_000_000_007, PrunedHlc: 3, NextPruneHlc: 5, DuplicatesDropped: 2, StaleDropped: 1, ExpiredDropped: 4,
+		},
+		"OccupancyChange": &pb.OccupancyChange{
+			FenceId: "fence-a", DeviceId: "dev-1", Delta: -1, Type: pb.TriggerType_TRIGGER_TYPE_EXIT, Hlc: 111_394_304_000_000_007,
+			EventTimeMs: 1_700_000_015_000, CatalogueVersion: 42, SourcePartition: 7, SourceOffset: 12_345,
+		},
+		"Occupancy": &pb.Occupancy{
+			FenceId: "fence-a", Count: 2, Devices: []string{"dev-1", "dev-2"}, EntersTotal: 10, ExitsTotal: 8,
+			LastChangeMs: 1_700_000_015_000, CatalogueVersion: 42,
+			Members:           map[string]*pb.Member{"dev-1": member},
+			DuplicatesDropped: 3, StaleDropped: 1, DwellsTotal: 4, SaltBuckets: 32, WatermarkHlc: 9, PrunedHlc: 2, ExpiredDropped: 1, NextPruneHlc: 4,
+			SourceNext: []int64{0, 17, 0, 4},
+		},
+	}
+}

@@ -52,6 +52,8 @@ var fuzzCodecs = []fuzzCodec{
 	codecOf[pb.FenceEntry]("FenceEntry"),
 	codecOf[pb.Member]("Member"),
 	codecOf[pb.Occupancy]("Occupancy"),
+	codecOf[pb.DeviceMembership]("DeviceMembership"),
+	codecOf[pb.OccupancyChange]("OccupancyChange"),
 	codecOf[pb.HotKey]("HotKey"),
 }
 

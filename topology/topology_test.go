@@ -17,7 +17,7 @@ func TestGeofenceValidates(t *testing.T) {
 	if err := geofence.Topology(geofence.WithPartitions(12)).Validate(); err != nil {
 		t.Fatalf("Geofence(12).Validate() = %v", err)
 	}
-	for _, name := range []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicDebouncer, geofence.TopicOccupancyLoop, geofence.TopicOccupancy, topology.TopicDeadLetter} {
+	for _, name := range []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicDebouncer, geofence.TopicOccupancyMembers, geofence.TopicOccupancyChanges, geofence.TopicOccupancy, topology.TopicDeadLetter} {
 		if tp := g.MustTopic(name); tp.Partitions != topology.DefaultPartitions {
 			t.Errorf("%s has %d partitions, want the default %d", name, tp.Partitions, topology.DefaultPartitions)
 		}
@@ -25,13 +25,13 @@ func TestGeofenceValidates(t *testing.T) {
 	if tp := g.MustTopic(geofence.TopicPings); tp.Salting {
 		t.Error("pings needs per-device order: it must not allow salting")
 	}
-	for _, name := range []string{geofence.TopicFences, geofence.TopicDebouncer, geofence.TopicOccupancy, topology.TopicHotKeys} {
+	for _, name := range []string{geofence.TopicFences, geofence.TopicDebouncer, geofence.TopicOccupancyMembers, geofence.TopicOccupancy, topology.TopicHotKeys} {
 		if tp := g.MustTopic(name); tp.Cleanup != topology.CleanupCompact {
 			t.Errorf("%s is %s, want compact", name, tp.Cleanup)
 		}
 	}
-	if _, ok := g.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop); !ok {
-		t.Error("the occupancy re-key by fence_id is not a declared boundary")
+	if _, ok := g.Boundary(geofence.GroupOccupancyMembers, geofence.TopicTriggers, geofence.TopicOccupancyChanges); !ok {
+		t.Error("the occupancy changes' re-key by fence_id is not a declared boundary")
 	}
 }
 
@@ -202,13 +202,13 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 func TestDescribeShowsBoundary(t *testing.T) {
 	g := geofence.Topology()
 	d := g.Describe()
-	b, _ := g.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
+	b, _ := g.Boundary(geofence.GroupOccupancyMembers, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
 	for _, want := range []string{
 		"topology geofence",
 		"pings",
 		"partitions=24",
-		"fence-triggers [device_id] -> occupancy-loop [fence_id]   ═══ ORDERING BOUNDARY",
-		"═══ occupancy: fence-triggers (key device_id) -> occupancy-loop (key fence_id)",
+		"fence-triggers [device_id] -> occupancy-changes [fence_id]   ═══ ORDERING BOUNDARY",
+		"═══ occupancy-members: fence-triggers (key device_id) -> occupancy-changes (key fence_id)",
 		"preserved: " + b.Preserved,
 		"lost:      " + b.Lost,
 		"lag:       " + b.Lag,
@@ -230,7 +230,8 @@ func TestMermaidShowsBoundary(t *testing.T) {
 	for _, want := range []string{
 		"flowchart LR",
 		`t_pings[("pings<br/>key: device_id<br/>24 partitions")]`,
-		`p_occupancy ==>|"ORDERING BOUNDARY: device_id -> fence_id"| t_occupancy_loop`,
+		`p_occupancy_members ==>|"ORDERING BOUNDARY: device_id -> fence_id"| t_occupancy_changes`,
+		"t_occupancy_changes --> p_occupancy",
 		"t_fences -. every instance .-> p_debouncer",
 		"t_pings --> p_debouncer",
 	} {

@@ -1,11 +1,12 @@
 //go:build unix
 
 // Package chaostest holds the multi-process chaos test of the geofencing
-// pipeline: the embedded broker, debouncers and occupancy processors run as
-// real OS processes (the binaries of ./cmd), a simulated fleet with ground
-// truth feeds them, and processors are killed with SIGKILL and restarted while
-// triggers flow. When everything has caught up, the tables, the trigger
-// stream and the truth must agree. It has test files only.
+// pipeline: the embedded broker, debouncers and occupancy processes (each
+// running both occupancy groups) run as real OS processes (the binaries of
+// ./cmd), a simulated fleet with ground truth feeds them, and processors are
+// killed with SIGKILL and restarted while triggers flow. When everything has
+// caught up, the tables, the trigger stream and the truth must agree. It has
+// test files only.
 package chaostest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,13 +159,18 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
+	// An occupancy process is a member of both occupancy groups.
 	groups := []*procGroup{
 		{name: geofence.GroupDebouncer, procs: procs[:debouncers], adm: adm},
+		{name: geofence.GroupOccupancyMembers, procs: procs[debouncers:], adm: adm},
 		{name: geofence.GroupOccupancy, procs: procs[debouncers:], adm: adm},
 	}
-	for _, g := range groups {
-		for _, p := range g.procs {
-			p.beforeRestart = g.mark
+	for _, p := range procs {
+		gs := groupsOf(groups, p)
+		p.beforeRestart = func() {
+			for _, g := range gs {
+				g.mark()
+			}
 		}
 	}
 	for _, g := range groups {
@@ -171,7 +178,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%d processors up (both groups stable) after %v", len(procs), time.Since(began).Round(time.Millisecond))
+	t.Logf("%d processes up (all %d groups stable) after %v", len(procs), len(groups), time.Since(began).Round(time.Millisecond))
 
 	// The fleet: event time ends about now, as a live fleet's would.
 	cat := fences.New()
@@ -199,10 +206,11 @@ func TestChaos(t *testing.T) {
 		moving, parked, sim.Ticks()*(moving+parked), span, wall, len(sim.Truth().Transitions))
 
 	// Kills at random moments of the busy period, one in each of `kills`
-	// slots, of a processor of a settled group (see procGroup: a kill during
-	// a rebalance has nothing in flight, and a kill during a first join
-	// trips kfake). When no group is settled at the moment, the kill waits
-	// for one. Then one rolling restart of each group, both groups at once.
+	// slots, of a process whose groups are all settled (see procGroup: a
+	// kill during a rebalance has nothing in flight, and a kill during a
+	// first join trips kfake). When no process is, the kill waits for one.
+	// Then one rolling restart of the debouncers and of the occupancy
+	// processes, both at once.
 	slot := time.Duration(float64(wall) * 0.8 / kills)
 	for i := range kills {
 		at := time.Duration(float64(wall)*0.05) + time.Duration((float64(i)+0.2+0.6*rng.Float64())*float64(slot))
@@ -228,7 +236,7 @@ func TestChaos(t *testing.T) {
 			if err != nil {
 				t.Fatalf("after the broker restart: %v", err)
 			}
-			t.Logf("kill -9 #%d: the broker at %v of the fleet, down %v, restarted as run %d on its data directory; both groups committed new offsets %v after it was back (%s)",
+			t.Logf("kill -9 #%d: the broker at %v of the fleet, down %v, restarted as run %d on its data directory; every group committed new offsets %v after it was back (%s)",
 				i+1, killed.Round(time.Millisecond), brokerDown, broker.runs, time.Since(back).Round(time.Millisecond), resumed)
 			continue
 		}
@@ -255,10 +263,11 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("rolling restart from %v of the fleet", time.Since(fleetStart).Round(time.Millisecond))
 	var rolling sync.WaitGroup
-	for _, g := range groups {
+	for _, set := range [][]*proc{procs[:debouncers], procs[debouncers:]} {
+		gs := groupsOf(groups, set[0])
 		rolling.Go(func() {
-			for _, p := range g.procs {
-				if err := g.waitSettled(readyTimeout); err != nil {
+			for _, p := range set {
+				if err := waitSettled(gs, readyTimeout); err != nil {
 					t.Errorf("before the rolling restart of %s: %v", p.name, err)
 					return
 				}
@@ -266,7 +275,7 @@ func TestChaos(t *testing.T) {
 					t.Errorf("rolling restart: %v\n%s", err, p.tail(30))
 				}
 			}
-			if err := g.waitSettled(readyTimeout); err != nil {
+			if err := waitSettled(gs, readyTimeout); err != nil {
 				t.Errorf("after the rolling restart: %v", err)
 			}
 		})
@@ -294,11 +303,16 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	memView, err := group.NewView[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers)
+	if err != nil {
+		t.Fatal(err)
+	}
 	occView, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	grouptest.RunView(t, devView)
+	grouptest.RunView(t, memView)
 	grouptest.RunView(t, occView)
 	trig, err := readTriggers(cctx, cl)
 	if err != nil {
@@ -308,11 +322,15 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	occs, err := readOccupancy(occView)
+	members, err := readTable(memView)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, occs: occs})
+	occs, err := readTable(occView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, members: members, occs: occs})
 
 	// Every exit of a processor is one the test caused: none stops on its
 	// own, broker restarts and damaged state included.
@@ -433,22 +451,80 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// settledProcs waits until some group is settled and returns its processes
-// and how long it waited.
+// groupsOf is the groups p is a member of.
+func groupsOf(groups []*procGroup, p *proc) []*procGroup {
+	var out []*procGroup
+	for _, g := range groups {
+		if slices.Contains(g.procs, p) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// waitSettled waits until every group of gs is settled at once.
+func waitSettled(gs []*procGroup, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var err error
+		for _, g := range gs {
+			if err = g.waitSettled(time.Until(deadline)); err != nil {
+				return err
+			}
+		}
+		if allSettled(gs) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("groups not settled together within %v", timeout)
+		}
+	}
+}
+
+// allSettled says whether every group of gs is settled now.
+func allSettled(gs []*procGroup) bool {
+	for _, g := range gs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ok, _ := g.settled(ctx)
+		cancel()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// settledProcs waits until some process has all its groups settled and
+// returns those processes and how long it waited.
 func settledProcs(t *testing.T, groups []*procGroup) ([]*proc, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	for {
-		var up []*proc
+		ok := map[*procGroup]bool{}
 		var state []string
 		for _, g := range groups {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			ok, s := g.settled(ctx)
+			settled, s := g.settled(ctx)
 			cancel()
-			if ok {
-				up = append(up, g.procs...)
-			}
+			ok[g] = settled
 			state = append(state, g.name+": "+s)
+		}
+		var up []*proc
+		seen := map[*proc]bool{}
+		for _, g := range groups {
+			for _, p := range g.procs {
+				if seen[p] {
+					continue
+				}
+				seen[p] = true
+				all := true
+				for _, pg := range groupsOf(groups, p) {
+					all = all && ok[pg]
+				}
+				if all {
+					up = append(up, p)
+				}
+			}
 		}
 		if len(up) > 0 {
 			return up, time.Since(start)

@@ -89,8 +89,9 @@ func tableEnds(ctx context.Context, adm *kadm.Client, topics ...string) (int64, 
 	return n, err
 }
 
-// waitCaughtUp returns once both groups have committed every record of their
-// inputs, twice in a row with no table or trigger written in between.
+// waitCaughtUp returns once the three groups have committed every record of
+// their inputs, twice in a row with no table, trigger or change written in
+// between.
 func waitCaughtUp(ctx context.Context, cl cluster.Config) error {
 	kc, adm, err := admin(cl)
 	if err != nil {
@@ -107,15 +108,16 @@ func waitCaughtUp(ctx context.Context, cl cluster.Config) error {
 		case <-tick.C:
 		}
 		dl, ds, err1 := groupLag(ctx, adm, geofence.GroupDebouncer, geofence.TopicPings)
-		ol, ostat, err2 := groupLag(ctx, adm, geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
-		ends, err3 := tableEnds(ctx, adm, geofence.TopicDebouncer, geofence.TopicOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
-		if err := cmpErr(err1, err2, err3); err != nil {
+		ml, mstat, err2 := groupLag(ctx, adm, geofence.GroupOccupancyMembers, geofence.TopicTriggers)
+		ol, ostat, err3 := groupLag(ctx, adm, geofence.GroupOccupancy, geofence.TopicOccupancyChanges)
+		ends, err4 := tableEnds(ctx, adm, geofence.TopicDebouncer, geofence.TopicOccupancyMembers, geofence.TopicOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
+		if err := cmpErr(err1, err2, err3, err4); err != nil {
 			status = err.Error()
 			streak = 0
 			continue
 		}
-		status = ds + "; " + ostat
-		if dl == 0 && ol == 0 && ends == prevEnds {
+		status = ds + "; " + mstat + "; " + ostat
+		if dl == 0 && ml == 0 && ol == 0 && ends == prevEnds {
 			streak++
 		} else {
 			streak = 0
@@ -203,10 +205,11 @@ func readStates(v *group.View[geofencepb.DeviceState, *geofencepb.DeviceState]) 
 	return out, err
 }
 
-func readOccupancy(v *group.View[geofencepb.Occupancy, *geofencepb.Occupancy]) (map[string]*geofencepb.Occupancy, error) {
-	out := map[string]*geofencepb.Occupancy{}
-	err := v.Each(func(key string, o *geofencepb.Occupancy) bool {
-		out[key] = o
+// readTable reads every record of a group table.
+func readTable[S any, PS codecs.Message[S]](v *group.View[S, PS]) (map[string]PS, error) {
+	out := map[string]PS{}
+	err := v.Each(func(key string, st PS) bool {
+		out[key] = st
 		return true
 	})
 	return out, err
@@ -214,11 +217,12 @@ func readOccupancy(v *group.View[geofencepb.Occupancy, *geofencepb.Occupancy]) (
 
 // world is everything the assertions compare once the pipeline has caught up.
 type world struct {
-	sim    *fleet.Sim
-	snap   *fences.Snapshot
-	trig   []trigRec
-	states map[string]*geofencepb.DeviceState // debouncer-table, by device
-	occs   map[string]*geofencepb.Occupancy   // occupancy-table, by fence
+	sim     *fleet.Sim
+	snap    *fences.Snapshot
+	trig    []trigRec
+	states  map[string]*geofencepb.DeviceState      // debouncer-table, by device
+	members map[string]*geofencepb.DeviceMembership // occupancy-members-table, by device
+	occs    map[string]*geofencepb.Occupancy        // occupancy-table, by fence
 }
 
 type pair struct{ dev, fence string }
@@ -247,9 +251,9 @@ func newIndex(w *world) *index {
 			}
 		}
 	}
-	for fence, o := range w.occs {
-		for dev, m := range o.GetMembers() {
-			p := pair{dev, fence}
+	for dev, dm := range w.members {
+		for _, m := range dm.GetFences() {
+			p := pair{dev, m.GetFenceId()}
 			ix.member[p] = m
 			if m.GetInside() {
 				ix.occIn[p] = true
@@ -277,7 +281,7 @@ func short(t geofencepb.TriggerType) string {
 }
 
 // describe says what each side holds for a (device, fence): the debouncer's
-// phase, occupancy's member and the last triggers of fence-triggers.
+// phase, occupancy's member register and the last triggers of fence-triggers.
 func (ix *index) describe(p pair) string {
 	deb := "no fence state (OUTSIDE)"
 	if ph, ok := ix.debPhase[p]; ok {
@@ -285,7 +289,7 @@ func (ix *index) describe(p pair) string {
 	}
 	occ := "no member"
 	if m := ix.member[p]; m != nil {
-		occ = fmt.Sprintf("inside=%v last %s", m.GetInside(), m.GetLastTriggerId())
+		occ = fmt.Sprintf("inside=%v last %s hlc %d", m.GetInside(), short(m.GetLastType()), m.GetLastHlc())
 	}
 	ts := ix.byPair[p]
 	var seq []string
@@ -321,7 +325,7 @@ func (f *failures) report(t *testing.T) {
 		strings.Join(shown, "\n  "))
 }
 
-// check runs the four assertions of the chaos test and reports each one.
+// check runs the assertions of the chaos test and reports each one.
 func check(t *testing.T, w *world) {
 	t.Helper()
 	ix := newIndex(w)
@@ -331,35 +335,68 @@ func check(t *testing.T, w *world) {
 		dups += len(rs) - 1
 		types[short(rs[0].t.GetType())]++
 	}
-	t.Logf("fence-triggers: %d records, %d distinct trigger ids %v, %d re-deliveries; debouncer-table %d devices; occupancy-table %d fences",
-		len(w.trig), len(ix.byID), types, dups, len(w.states), len(w.occs))
+	t.Logf("fence-triggers: %d records, %d distinct trigger ids %v, %d re-deliveries; debouncer-table %d devices; occupancy-members-table %d devices; occupancy-table %d fences",
+		len(w.trig), len(ix.byID), types, dups, len(w.states), len(w.members), len(w.occs))
 
 	// 1. Occupancy's membership is the debouncer's state, pair by pair.
-	same := failures{name: "1. occupancy-table membership equals debouncer-table state (INSIDE/EXITING <=> member inside)"}
-	union := map[pair]bool{}
+	same := failures{name: "1. occupancy-members-table membership equals debouncer-table state (INSIDE/EXITING <=> member inside)"}
+	pairs := map[pair]bool{}
 	for p := range ix.debIn {
-		union[p] = true
+		pairs[p] = true
 	}
 	for p := range ix.occIn {
-		union[p] = true
+		pairs[p] = true
 	}
-	for p := range union {
+	for p := range pairs {
 		if ix.debIn[p] != ix.occIn[p] {
 			same.add("%s / %s: debouncer inside=%v, occupancy inside=%v: %s", p.dev, p.fence, ix.debIn[p], ix.occIn[p], ix.describe(p))
 		}
 	}
-	for fence, o := range w.occs {
-		n := int64(0)
-		for _, m := range o.GetMembers() {
-			if m.GetInside() {
-				n++
+	same.report(t)
+
+	// 1b. Each fence's count is its members inside: every flip crossed the
+	// boundary to occupancy-changes and was added up exactly once (a change
+	// re-sent after a kill dropped by its source offset, none lost).
+	counts := failures{name: "1b. occupancy-table count per fence equals the member registers inside it, and enters_total - exits_total = count"}
+	inside := map[string]int64{}
+	insideSet := map[pair]bool{}
+	for p := range ix.occIn {
+		inside[p.fence]++
+		insideSet[p] = true
+	}
+	var counted int64
+	fenceIDs := map[string]bool{}
+	for fence := range inside {
+		fenceIDs[fence] = true
+	}
+	for fence := range w.occs {
+		fenceIDs[fence] = true
+	}
+	for fence := range fenceIDs {
+		o := w.occs[fence]
+		counted += o.GetCount()
+		if o.GetCount() != inside[fence] {
+			counts.add("%s: count %d, %d member registers inside (enters %d, exits %d, duplicates dropped %d)",
+				fence, o.GetCount(), inside[fence], o.GetEntersTotal(), o.GetExitsTotal(), o.GetDuplicatesDropped())
+		}
+		if int64(o.GetEntersTotal())-int64(o.GetExitsTotal()) != o.GetCount() {
+			counts.add("%s: enters_total %d - exits_total %d != count %d", fence, o.GetEntersTotal(), o.GetExitsTotal(), o.GetCount())
+		}
+		if int64(len(o.GetDevices())) > o.GetCount() {
+			counts.add("%s: lists %d devices, count %d", fence, len(o.GetDevices()), o.GetCount())
+		}
+		for _, dev := range o.GetDevices() {
+			if !insideSet[pair{dev, fence}] {
+				counts.add("%s: lists %s, whose member register is not inside: %s", fence, dev, ix.describe(pair{dev, fence}))
 			}
 		}
-		if o.GetCount() != n {
-			same.add("%s: count %d but %d members inside", fence, o.GetCount(), n)
-		}
 	}
-	same.report(t)
+	var dropped uint64
+	for _, o := range w.occs {
+		dropped += o.GetDuplicatesDropped()
+	}
+	t.Logf("occupancy-table: %d devices counted over %d fences, %d re-sent changes dropped by source offset", counted, len(w.occs), dropped)
+	counts.report(t)
 
 	// 2. Both equal the truth where the device's final true position is clear
 	// of the fence's edge band (the fleet's own rule for decidable truth).

@@ -38,7 +38,9 @@ group reprocess its inputs from the start, or from a time, under its current set
 group: refuses while it has active members; sets its committed offsets on its stream inputs to the
 earliest offset (or the first at or after --to-time); deletes every record of its internal topics
 (table changelog, loop, timers) up to their high watermarks and commits the loop and timer inputs
-there; deletes the group's local state, <state-dir>/<group>, under each --state-dir (it must be a group
+there; a topic one group writes across its ordering boundary for another (occupancy-changes, from
+occupancy-members to occupancy) is internal to the two: they are reset together, and it is emptied
+and committed at its end like a loop; deletes the group's local state, <state-dir>/<group>, under each --state-dir (it must be a group
 state directory, holding fencestream-state.json, or empty or missing). Everything is checked before anything
 changes. Outputs already written stay: downstream groups reprocessing them see both runs unless
 they are reset too, and keep deduplicating by the (deterministic) ids.`)
@@ -94,12 +96,19 @@ they are reset too, and keep deduplicating by the (deterministic) ids.`)
 		}
 		procs = append(procs, p)
 	}
+	paired := pairedEdges(topo)
+	for _, e := range paired {
+		if w, r := slices.Contains(groups, e.writer), slices.Contains(groups, e.reader); w != r {
+			return c.usageErr(stderr, "group %s writes %s across its ordering boundary for group %s, which drops a record by its source offset: reset both (--group %s --group %s)",
+				e.writer, e.topic, e.reader, e.writer, e.reader)
+		}
+	}
 	_, adm, err := kf.connect(ctx)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
 	defer adm.Close()
-	plan, err := planReset(ctx, &kf, adm, procs, dirs, at)
+	plan, err := planReset(ctx, &kf, adm, procs, paired, dirs, at)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -123,7 +132,27 @@ type resetPlan struct {
 	dirs     []string
 }
 
-func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []topology.Processor, dirs []string, at time.Time) (*resetPlan, error) {
+// pairedEdge is a topic one group writes across its declared ordering
+// boundary for another group to stream: occupancy-changes, occupancy-members'
+// count changes that occupancy adds up. The reader drops a record at or below
+// the last source offset it applied, so it must not see the writer's records
+// from before a reset next to those after: reset takes the two together and
+// empties the topic like a loop.
+type pairedEdge struct{ topic, writer, reader string }
+
+func pairedEdges(topo *topology.Topology) []pairedEdge {
+	var out []pairedEdge
+	for _, b := range topo.Boundaries {
+		for _, p := range topo.Processors {
+			if p.Group != b.Processor && slices.Contains(p.Streams, b.To) {
+				out = append(out, pairedEdge{topic: b.To, writer: b.Processor, reader: p.Group})
+			}
+		}
+	}
+	return out
+}
+
+func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []topology.Processor, paired []pairedEdge, dirs []string, at time.Time) (*resetPlan, error) {
 	rctx, cancel := kf.requestCtx(ctx)
 	defer cancel()
 	plan := &resetPlan{commits: map[string]kadm.Offsets{}, truncate: kadm.Offsets{}}
@@ -160,25 +189,34 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 	}
 	for _, p := range procs {
 		var inputs, internal []string
-		inputs = append(inputs, p.Streams...)
+		for _, t := range p.Streams {
+			if slices.ContainsFunc(paired, func(e pairedEdge) bool { return e.topic == t && e.reader == p.Group }) {
+				internal = append(internal, t) // emptied: its writer is reset too
+			} else {
+				inputs = append(inputs, t)
+			}
+		}
 		for _, t := range []string{p.Loop, p.Timers} {
 			if t != "" {
 				internal = append(internal, t)
 			}
 		}
-		var starts kadm.ListedOffsets
-		if at.IsZero() {
-			starts, err = adm.ListStartOffsets(rctx, inputs...)
-		} else {
-			starts, err = adm.ListOffsetsAfterMilli(rctx, at.UnixMilli(), inputs...)
+		commits := kadm.Offsets{}
+		if len(inputs) > 0 { // kadm lists every topic when given none
+			var starts kadm.ListedOffsets
+			if at.IsZero() {
+				starts, err = adm.ListStartOffsets(rctx, inputs...)
+			} else {
+				starts, err = adm.ListOffsetsAfterMilli(rctx, at.UnixMilli(), inputs...)
+			}
+			if err == nil {
+				err = starts.Error()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
+			}
+			commits = starts.Offsets()
 		}
-		if err == nil {
-			err = starts.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
-		}
-		commits := starts.Offsets()
 		truncated := internal
 		if p.Table != "" {
 			truncated = append(truncated, p.Table)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
@@ -16,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -97,8 +100,8 @@ func enterTimes(t *testing.T, addr string, n int) []int64 {
 // TestResetReprocessesUnderNewSettings: a device enters the depot; with
 // min_samples 2 the debouncer confirms on the second inside ping. The fence
 // changes to min_samples 5; reset refuses while the debouncer runs, then
-// (stopped) resets the debouncer and occupancy; the reprocessing confirms on
-// the fifth inside ping.
+// (stopped) resets the debouncer and occupancy's two groups (emptying
+// occupancy-changes); the reprocessing confirms on the fifth inside ping.
 func TestResetReprocessesUnderNewSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
@@ -123,7 +126,8 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	reset := []string{"reset", "--group", geofence.GroupDebouncer, "--group", geofence.GroupOccupancy, "--to-earliest", "--state-dir", stateDir, "--brokers", addr}
+	reset := []string{"reset", "--group", geofence.GroupDebouncer, "--group", geofence.GroupOccupancyMembers, "--group", geofence.GroupOccupancy,
+		"--to-earliest", "--state-dir", stateDir, "--brokers", addr}
 
 	runDebouncer(t, addr, stateDir, 2, 1, func() {
 		code, out, errs := fencectl(t, reset...)
@@ -151,12 +155,55 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 	}
 	code, out, errs = fencectl(t, "reset", "--group", "nope", "--to-earliest", "--brokers", addr)
 	wantCode(t, code, exitUsage, out, errs)
+	// occupancy drops a change by its source offset: one of the two groups
+	// alone is refused.
+	for _, g := range []string{geofence.GroupOccupancyMembers, geofence.GroupOccupancy} {
+		code, out, errs = fencectl(t, "reset", "--group", g, "--to-earliest", "--brokers", addr)
+		wantCode(t, code, exitUsage, out, errs)
+		wantContains(t, errs, "reset both", geofence.TopicOccupancyChanges)
+	}
 
+	// A change from before the reset: it must not be added up again.
+	if err := kc.ProduceSync(context.Background(), &kgo.Record{Topic: geofence.TopicOccupancyChanges, Key: []byte("depot"), Value: []byte("old")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errs = fencectl(t, reset...)
 	wantCode(t, code, exitOK, out, errs)
-	wantContains(t, out, "commit pings/", "delete debouncer-table/", "remove state directory")
-	if _, err := os.Stat(filepath.Join(stateDir, geofence.GroupDebouncer)); !os.IsNotExist(err) {
-		t.Fatalf("state directory still there: %v", err)
+	wantContains(t, out, "commit pings/", "delete debouncer-table/", "remove state directory",
+		"commit fence-triggers/", "delete occupancy-members-table/", "delete occupancy-table/", "delete occupancy-changes/", "commit occupancy-changes/")
+	for _, g := range []string{geofence.GroupDebouncer, geofence.GroupOccupancyMembers, geofence.GroupOccupancy} {
+		if _, err := os.Stat(filepath.Join(stateDir, g)); !os.IsNotExist(err) {
+			t.Fatalf("state directory of %s still there: %v", g, err)
+		}
+	}
+	_, adm := admin(t, addr)
+	starts, err := adm.ListStartOffsets(context.Background(), geofence.TopicOccupancyChanges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := adm.FetchOffsets(context.Background(), geofence.GroupOccupancy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := adm.FetchOffsets(context.Background(), geofence.GroupOccupancyMembers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes int64
+	starts.Each(func(o kadm.ListedOffset) {
+		changes += o.Offset
+		if c, ok := committed.Lookup(o.Topic, o.Partition); !ok || c.At != o.Offset {
+			t.Errorf("occupancy's commit on %s/%d: %+v, want the emptied topic's end %d", o.Topic, o.Partition, c, o.Offset)
+		}
+	})
+	if changes != records(t, addr, geofence.TopicOccupancyChanges) || changes == 0 {
+		t.Errorf("%s not emptied: start offsets sum to %d, end offsets to %d", geofence.TopicOccupancyChanges, changes, records(t, addr, geofence.TopicOccupancyChanges))
+	}
+	if c, ok := members.Lookup(geofence.TopicTriggers, 0); !ok || c.At != 0 {
+		t.Errorf("occupancy-members' commit on %s/0: %+v, want its earliest 0", geofence.TopicTriggers, c)
+	}
+	if _, ok := committed.Lookup(geofence.TopicTriggers, 0); ok {
+		t.Errorf("occupancy was given a commit on %s, which it does not read", geofence.TopicTriggers)
 	}
 
 	// Reprocessing under min_samples 5: one more ENTER, on the fifth inside ping.
@@ -164,5 +211,20 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 	got := enterTimes(t, addr, 2)
 	if got[1] != t0+6*10_000 {
 		t.Fatalf("ENTER after the reset at %d, want the fifth inside ping %d", got[1], t0+6*10_000)
+	}
+}
+
+// TestPairedEdges: of the geofencing topology's boundaries, only
+// occupancy-changes is written by one group for another to stream; the
+// visits' and device stats' outputs are not, so reset never deletes them.
+func TestPairedEdges(t *testing.T) {
+	topo, err := modules.Topology(24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pairedEdges(topo)
+	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pairedEdges = %+v, want %+v", got, want)
 	}
 }

@@ -78,9 +78,10 @@ func TestRunAndShutdown(t *testing.T) {
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	logs := &logBuffer{}
+	var started sync.Once // once per processor: occupancy-members and occupancy
 	go func() {
 		done <- run(ctx, []string{"--brokers", brokers, "--state-dir", t.TempDir(), "--partitions", "6",
-			"--metrics-addr", metrics, "--lag-interval", "100ms", "--log-level", "debug"}, logs, func(*group.Processor) { close(ready) })
+			"--metrics-addr", metrics, "--lag-interval", "100ms", "--log-level", "debug"}, logs, func(*group.Processor) { started.Do(func() { close(ready) }) })
 	}()
 	select {
 	case <-ready:
@@ -92,8 +93,10 @@ func TestRunAndShutdown(t *testing.T) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		body := scrape(t, "http://"+metrics+"/metrics")
-		if strings.Contains(body, `fencestream_occupancy_lag_records{partition="5",topic="occupancy-loop"} 0`) &&
-			strings.Contains(body, `fencestream_occupancy_triggers_total{result="stale"}`) {
+		if strings.Contains(body, `fencestream_occupancy_lag_records{partition="5",topic="occupancy-changes"} 0`) &&
+			strings.Contains(body, `fencestream_occupancy_lag_records{partition="5",topic="fence-triggers"} 0`) &&
+			strings.Contains(body, `fencestream_occupancy_triggers_total{result="stale"}`) &&
+			strings.Contains(body, `fencestream_occupancy_changes_total{result="duplicate"}`) {
 			break
 		}
 		if time.Now().After(deadline) {

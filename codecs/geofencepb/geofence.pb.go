@@ -872,7 +872,9 @@ func (x *FenceEntry) GetState() *FenceState {
 	return nil
 }
 
-// Member is what the occupancy table remembers of one device of a fence.
+// Member is what occupancy remembers of one (device, fence): the register
+// the device's triggers for the fence are applied to, last writer (by HLC)
+// wins.
 type Member struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Inside bool                   `protobuf:"varint,1,opt,name=inside,proto3" json:"inside,omitempty"`
@@ -880,6 +882,13 @@ type Member struct {
 	LastHlc       uint64 `protobuf:"varint,2,opt,name=last_hlc,json=lastHlc,proto3" json:"last_hlc,omitempty"`
 	LastTriggerId string `protobuf:"bytes,3,opt,name=last_trigger_id,json=lastTriggerId,proto3" json:"last_trigger_id,omitempty"`
 	SinceMs       int64  `protobuf:"varint,4,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`
+	// The type of the trigger at last_hlc: with the HLC it names the trigger
+	// (the debouncer's trigger id is a function of device, fence, type and
+	// HLC), so last_trigger_id is no longer written.
+	LastType TriggerType `protobuf:"varint,5,opt,name=last_type,json=lastType,proto3,enum=fencestream.v1.TriggerType" json:"last_type,omitempty"`
+	// The fence, in a DeviceMembership (an Occupancy's members are keyed by
+	// device instead).
+	FenceId       string `protobuf:"bytes,6,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -942,8 +951,250 @@ func (x *Member) GetSinceMs() int64 {
 	return 0
 }
 
-// Occupancy is the occupancy group-table value, key = fence_id, or one of a
-// split fence's salted parts, key = fence_id#n (see salt_buckets).
+func (x *Member) GetLastType() TriggerType {
+	if x != nil {
+		return x.LastType
+	}
+	return TriggerType_TRIGGER_TYPE_UNSPECIFIED
+}
+
+func (x *Member) GetFenceId() string {
+	if x != nil {
+		return x.FenceId
+	}
+	return ""
+}
+
+// DeviceMembership is the occupancy-members group-table value, key =
+// device_id: the device's Member at every fence it is inside, or left less
+// than the horizon ago (by HLC). The source of every occupancy count.
+type DeviceMembership struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	DeviceId string                 `protobuf:"bytes,1,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Sorted by fence_id, one per fence. A list, not a map: it is encoded on
+	// every trigger, and a map is sorted for each deterministic encoding.
+	Fences []*Member `protobuf:"bytes,2,rep,name=fences,proto3" json:"fences,omitempty"`
+	// Highest trigger HLC this record has applied (or dropped).
+	WatermarkHlc uint64 `protobuf:"varint,3,opt,name=watermark_hlc,json=watermarkHlc,proto3" json:"watermark_hlc,omitempty"`
+	// Highest last_hlc of a member forgotten (past the horizon, or to keep the
+	// record bounded): a trigger at or below it for a fence the record does
+	// not hold is expired, not applied.
+	PrunedHlc uint64 `protobuf:"varint,4,opt,name=pruned_hlc,json=prunedHlc,proto3" json:"pruned_hlc,omitempty"`
+	// No member that left has a last_hlc below this.
+	NextPruneHlc      uint64 `protobuf:"varint,5,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
+	DuplicatesDropped uint64 `protobuf:"varint,6,opt,name=duplicates_dropped,json=duplicatesDropped,proto3" json:"duplicates_dropped,omitempty"`
+	StaleDropped      uint64 `protobuf:"varint,7,opt,name=stale_dropped,json=staleDropped,proto3" json:"stale_dropped,omitempty"`
+	ExpiredDropped    uint64 `protobuf:"varint,8,opt,name=expired_dropped,json=expiredDropped,proto3" json:"expired_dropped,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeviceMembership) Reset() {
+	*x = DeviceMembership{}
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceMembership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceMembership) ProtoMessage() {}
+
+func (x *DeviceMembership) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceMembership.ProtoReflect.Descriptor instead.
+func (*DeviceMembership) Descriptor() ([]byte, []int) {
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeviceMembership) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *DeviceMembership) GetFences() []*Member {
+	if x != nil {
+		return x.Fences
+	}
+	return nil
+}
+
+func (x *DeviceMembership) GetWatermarkHlc() uint64 {
+	if x != nil {
+		return x.WatermarkHlc
+	}
+	return 0
+}
+
+func (x *DeviceMembership) GetPrunedHlc() uint64 {
+	if x != nil {
+		return x.PrunedHlc
+	}
+	return 0
+}
+
+func (x *DeviceMembership) GetNextPruneHlc() uint64 {
+	if x != nil {
+		return x.NextPruneHlc
+	}
+	return 0
+}
+
+func (x *DeviceMembership) GetDuplicatesDropped() uint64 {
+	if x != nil {
+		return x.DuplicatesDropped
+	}
+	return 0
+}
+
+func (x *DeviceMembership) GetStaleDropped() uint64 {
+	if x != nil {
+		return x.StaleDropped
+	}
+	return 0
+}
+
+func (x *DeviceMembership) GetExpiredDropped() uint64 {
+	if x != nil {
+		return x.ExpiredDropped
+	}
+	return 0
+}
+
+// OccupancyChange is what a trigger did to a fence's count, as
+// occupancy-members decided it from the device's Member. Topic
+// occupancy-changes, key = fence_id.
+type OccupancyChange struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FenceId  string                 `protobuf:"bytes,1,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
+	DeviceId string                 `protobuf:"bytes,2,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// +1: the device went inside; -1: it left; 0: a DWELL of a device that
+	// was already inside (counted, and listed if there is room).
+	Delta            int32       `protobuf:"zigzag32,3,opt,name=delta,proto3" json:"delta,omitempty"`
+	Type             TriggerType `protobuf:"varint,4,opt,name=type,proto3,enum=fencestream.v1.TriggerType" json:"type,omitempty"`
+	Hlc              uint64      `protobuf:"varint,6,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	EventTimeMs      int64       `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"`
+	CatalogueVersion uint64      `protobuf:"varint,8,opt,name=catalogue_version,json=catalogueVersion,proto3" json:"catalogue_version,omitempty"`
+	// Where the trigger was read: its fence-triggers partition and offset. A
+	// fence's record applies one source partition's changes in offset order
+	// and drops a change at or below the last it applied from that partition:
+	// a change sent again after a crash or a takeover.
+	SourcePartition int32 `protobuf:"varint,9,opt,name=source_partition,json=sourcePartition,proto3" json:"source_partition,omitempty"`
+	SourceOffset    int64 `protobuf:"varint,10,opt,name=source_offset,json=sourceOffset,proto3" json:"source_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OccupancyChange) Reset() {
+	*x = OccupancyChange{}
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OccupancyChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OccupancyChange) ProtoMessage() {}
+
+func (x *OccupancyChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OccupancyChange.ProtoReflect.Descriptor instead.
+func (*OccupancyChange) Descriptor() ([]byte, []int) {
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *OccupancyChange) GetFenceId() string {
+	if x != nil {
+		return x.FenceId
+	}
+	return ""
+}
+
+func (x *OccupancyChange) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *OccupancyChange) GetDelta() int32 {
+	if x != nil {
+		return x.Delta
+	}
+	return 0
+}
+
+func (x *OccupancyChange) GetType() TriggerType {
+	if x != nil {
+		return x.Type
+	}
+	return TriggerType_TRIGGER_TYPE_UNSPECIFIED
+}
+
+func (x *OccupancyChange) GetHlc() uint64 {
+	if x != nil {
+		return x.Hlc
+	}
+	return 0
+}
+
+func (x *OccupancyChange) GetEventTimeMs() int64 {
+	if x != nil {
+		return x.EventTimeMs
+	}
+	return 0
+}
+
+func (x *OccupancyChange) GetCatalogueVersion() uint64 {
+	if x != nil {
+		return x.CatalogueVersion
+	}
+	return 0
+}
+
+func (x *OccupancyChange) GetSourcePartition() int32 {
+	if x != nil {
+		return x.SourcePartition
+	}
+	return 0
+}
+
+func (x *OccupancyChange) GetSourceOffset() int64 {
+	if x != nil {
+		return x.SourceOffset
+	}
+	return 0
+}
+
+// Occupancy is the occupancy group-table value, key = fence_id. (Records
+// written before occupancy-members existed may hold members, or be a split
+// fence's salted part, key = fence_id#n; they are read, never written.)
 type Occupancy struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	FenceId string                 `protobuf:"bytes,1,opt,name=fence_id,json=fenceId,proto3" json:"fence_id,omitempty"`
@@ -972,14 +1223,19 @@ type Occupancy struct {
 	ExpiredDropped uint64 `protobuf:"varint,15,opt,name=expired_dropped,json=expiredDropped,proto3" json:"expired_dropped,omitempty"`
 	// No member that left has a last_hlc below this: pruning scans the members
 	// only once the horizon passes it.
-	NextPruneHlc  uint64 `protobuf:"varint,16,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
+	NextPruneHlc uint64 `protobuf:"varint,16,opt,name=next_prune_hlc,json=nextPruneHlc,proto3" json:"next_prune_hlc,omitempty"`
+	// By fence-triggers partition (OccupancyChange's source), one more than
+	// the highest offset applied from it (0: none): as many entries as the
+	// highest source partition seen, plus one. A list, not a map: it is
+	// encoded on every change, and a packed list costs a varint an entry.
+	SourceNext    []int64 `protobuf:"varint,17,rep,packed,name=source_next,json=sourceNext,proto3" json:"source_next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Occupancy) Reset() {
 	*x = Occupancy{}
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1247,7 @@ func (x *Occupancy) String() string {
 func (*Occupancy) ProtoMessage() {}
 
 func (x *Occupancy) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[8]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1260,7 @@ func (x *Occupancy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Occupancy.ProtoReflect.Descriptor instead.
 func (*Occupancy) Descriptor() ([]byte, []int) {
-	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{8}
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Occupancy) GetFenceId() string {
@@ -1119,6 +1375,13 @@ func (x *Occupancy) GetNextPruneHlc() uint64 {
 	return 0
 }
 
+func (x *Occupancy) GetSourceNext() []int64 {
+	if x != nil {
+		return x.SourceNext
+	}
+	return nil
+}
+
 // HotKey is kept so records written before the kit owned it stay readable;
 // producers now write fencestream.kit.v1.HotKey (same fields and numbers).
 // HotKey records a producer's decision about a key whose rate crossed the
@@ -1140,7 +1403,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1415,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_v1_geofence_proto_msgTypes[9]
+	mi := &file_fencestream_v1_geofence_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1428,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{9}
+	return file_fencestream_v1_geofence_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HotKey) GetTopic() string {
@@ -1285,12 +1548,35 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\n" +
 	"FenceEntry\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x120\n" +
-	"\x05state\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05state\"~\n" +
+	"\x05state\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05state\"\xd3\x01\n" +
 	"\x06Member\x12\x16\n" +
 	"\x06inside\x18\x01 \x01(\bR\x06inside\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12&\n" +
 	"\x0flast_trigger_id\x18\x03 \x01(\tR\rlastTriggerId\x12\x19\n" +
-	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\"\xb0\x05\n" +
+	"\bsince_ms\x18\x04 \x01(\x03R\asinceMs\x128\n" +
+	"\tlast_type\x18\x05 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\blastType\x12\x19\n" +
+	"\bfence_id\x18\x06 \x01(\tR\afenceId\"\xc6\x02\n" +
+	"\x10DeviceMembership\x12\x1b\n" +
+	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12.\n" +
+	"\x06fences\x18\x02 \x03(\v2\x16.fencestream.v1.MemberR\x06fences\x12#\n" +
+	"\rwatermark_hlc\x18\x03 \x01(\x04R\fwatermarkHlc\x12\x1d\n" +
+	"\n" +
+	"pruned_hlc\x18\x04 \x01(\x04R\tprunedHlc\x12$\n" +
+	"\x0enext_prune_hlc\x18\x05 \x01(\x04R\fnextPruneHlc\x12-\n" +
+	"\x12duplicates_dropped\x18\x06 \x01(\x04R\x11duplicatesDropped\x12#\n" +
+	"\rstale_dropped\x18\a \x01(\x04R\fstaleDropped\x12'\n" +
+	"\x0fexpired_dropped\x18\b \x01(\x04R\x0eexpiredDropped\"\xc9\x02\n" +
+	"\x0fOccupancyChange\x12\x19\n" +
+	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x1b\n" +
+	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x14\n" +
+	"\x05delta\x18\x03 \x01(\x11R\x05delta\x12/\n" +
+	"\x04type\x18\x04 \x01(\x0e2\x1b.fencestream.v1.TriggerTypeR\x04type\x12\x10\n" +
+	"\x03hlc\x18\x06 \x01(\x04R\x03hlc\x12\"\n" +
+	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12+\n" +
+	"\x11catalogue_version\x18\b \x01(\x04R\x10catalogueVersion\x12)\n" +
+	"\x10source_partition\x18\t \x01(\x05R\x0fsourcePartition\x12#\n" +
+	"\rsource_offset\x18\n" +
+	" \x01(\x03R\fsourceOffsetJ\x04\b\x05\x10\x06\"\xd1\x05\n" +
 	"\tOccupancy\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x18\n" +
@@ -1310,7 +1596,9 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\n" +
 	"pruned_hlc\x18\x0e \x01(\x04R\tprunedHlc\x12'\n" +
 	"\x0fexpired_dropped\x18\x0f \x01(\x04R\x0eexpiredDropped\x12$\n" +
-	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x1aR\n" +
+	"\x0enext_prune_hlc\x18\x10 \x01(\x04R\fnextPruneHlc\x12\x1f\n" +
+	"\vsource_next\x18\x11 \x03(\x03R\n" +
+	"sourceNext\x1aR\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.fencestream.v1.MemberR\x05value:\x028\x01\"\xad\x01\n" +
@@ -1351,7 +1639,7 @@ func file_fencestream_v1_geofence_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_v1_geofence_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fencestream_v1_geofence_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(TriggerType)(0),         // 0: fencestream.v1.TriggerType
 	(TriggerReason)(0),       // 1: fencestream.v1.TriggerReason
@@ -1364,27 +1652,32 @@ var file_fencestream_v1_geofence_proto_goTypes = []any{
 	(*DeviceState)(nil),      // 8: fencestream.v1.DeviceState
 	(*FenceEntry)(nil),       // 9: fencestream.v1.FenceEntry
 	(*Member)(nil),           // 10: fencestream.v1.Member
-	(*Occupancy)(nil),        // 11: fencestream.v1.Occupancy
-	(*HotKey)(nil),           // 12: fencestream.v1.HotKey
-	nil,                      // 13: fencestream.v1.DeviceState.FencesEntry
-	nil,                      // 14: fencestream.v1.Occupancy.MembersEntry
+	(*DeviceMembership)(nil), // 11: fencestream.v1.DeviceMembership
+	(*OccupancyChange)(nil),  // 12: fencestream.v1.OccupancyChange
+	(*Occupancy)(nil),        // 13: fencestream.v1.Occupancy
+	(*HotKey)(nil),           // 14: fencestream.v1.HotKey
+	nil,                      // 15: fencestream.v1.DeviceState.FencesEntry
+	nil,                      // 16: fencestream.v1.Occupancy.MembersEntry
 }
 var file_fencestream_v1_geofence_proto_depIdxs = []int32{
 	4,  // 0: fencestream.v1.Fence.settings:type_name -> fencestream.v1.DebounceSettings
 	0,  // 1: fencestream.v1.Trigger.type:type_name -> fencestream.v1.TriggerType
 	1,  // 2: fencestream.v1.Trigger.reason:type_name -> fencestream.v1.TriggerReason
 	2,  // 3: fencestream.v1.FenceState.phase:type_name -> fencestream.v1.Phase
-	13, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
+	15, // 4: fencestream.v1.DeviceState.fences:type_name -> fencestream.v1.DeviceState.FencesEntry
 	9,  // 5: fencestream.v1.DeviceState.fence_states:type_name -> fencestream.v1.FenceEntry
 	7,  // 6: fencestream.v1.FenceEntry.state:type_name -> fencestream.v1.FenceState
-	14, // 7: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
-	7,  // 8: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
-	10, // 9: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 7: fencestream.v1.Member.last_type:type_name -> fencestream.v1.TriggerType
+	10, // 8: fencestream.v1.DeviceMembership.fences:type_name -> fencestream.v1.Member
+	0,  // 9: fencestream.v1.OccupancyChange.type:type_name -> fencestream.v1.TriggerType
+	16, // 10: fencestream.v1.Occupancy.members:type_name -> fencestream.v1.Occupancy.MembersEntry
+	7,  // 11: fencestream.v1.DeviceState.FencesEntry.value:type_name -> fencestream.v1.FenceState
+	10, // 12: fencestream.v1.Occupancy.MembersEntry.value:type_name -> fencestream.v1.Member
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_v1_geofence_proto_init() }
@@ -1398,7 +1691,7 @@ func file_fencestream_v1_geofence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_v1_geofence_proto_rawDesc), len(file_fencestream_v1_geofence_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -325,7 +325,7 @@ func (e *env) simulate(total int) error {
 // reset deletes the geofencing topics and groups and creates the topics again,
 // so each stage starts from empty tables and outputs.
 func (e *env) reset(ctx context.Context) error {
-	groups := []string{geofence.GroupDebouncer, geofence.GroupOccupancy, counterGroup}
+	groups := []string{geofence.GroupDebouncer, geofence.GroupOccupancyMembers, geofence.GroupOccupancy, counterGroup}
 	if _, err := e.adm.DeleteGroups(ctx, groups...); err != nil {
 		var ae *kadm.AuthError
 		if errors.As(err, &ae) {

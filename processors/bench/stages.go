@@ -151,10 +151,11 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 // running is a debouncer (and, for the pipeline, occupancy) started on the
 // current topics.
 type running struct {
-	deb, occ *group.Processor
-	cancel   context.CancelFunc
-	errc     chan error
-	wg       errgroup.Group
+	deb    *group.Processor
+	occ    occProcs
+	cancel context.CancelFunc
+	errc   chan error
+	wg     errgroup.Group
 }
 
 func (r *running) stop() {
@@ -177,7 +178,8 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, errc: make(chan error, 2)}
-	var debP, occP atomic.Pointer[group.Processor]
+	var debP atomic.Pointer[group.Processor]
+	var occP occStarted
 	r.wg.Go(func() error {
 		err := debounce.Run(ctx, host.Env{
 			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("debouncer"))}, e.groupOpts()...),
@@ -190,14 +192,14 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 		r.wg.Go(func() error {
 			err := occupancy.Run(ctx, host.Env{
 				Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("occupancy"))}, e.groupOpts()...),
-				Started: func(p *group.Processor) { occP.Store(p) },
+				Started: occP.store,
 			}, occupancy.WithFences(fences.Loaded(e.cat)), occupancy.WithLagInterval(0))
 			r.errc <- err
 			return err
 		})
 	}
 	deadline := time.Now().Add(stageLimit)
-	for debP.Load() == nil || (withOccupancy && occP.Load() == nil) {
+	for debP.Load() == nil || (withOccupancy && !occP.ok()) {
 		select {
 		case err := <-r.errc:
 			r.stop()
@@ -209,7 +211,7 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 			return nil, fmt.Errorf("processors not ready after %v", stageLimit)
 		}
 	}
-	r.deb, r.occ = debP.Load(), occP.Load()
+	r.deb, r.occ = debP.Load(), occP.load()
 	return r, nil
 }
 
@@ -222,16 +224,16 @@ func (e *env) debouncer(ctx context.Context) (Stage, error) {
 	return waitCount(ctx, r.errc, e.cfg.Pings, func() int { n, _ := r.deb.Processed(geofence.TopicPings); return n })
 }
 
-// occupancyBacklog is how many records on occupancy's inputs it has not yet
-// processed.
-func (e *env) occupancyBacklog(ctx context.Context, occ *group.Processor) (int64, error) {
-	ends, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
+// occupancyBacklog is how many records on occupancy's inputs its two
+// groups have not yet processed.
+func (e *env) occupancyBacklog(ctx context.Context, occ occProcs) (int64, error) {
+	ends, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
 	if err != nil {
 		return 0, err
 	}
 	var lag int64
-	for _, topic := range []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop} {
-		_, last := occ.Processed(topic)
+	for topic, p := range map[string]*group.Processor{geofence.TopicTriggers: occ.members, geofence.TopicOccupancyChanges: occ.counts} {
+		_, last := p.Processed(topic)
 		var perr error
 		ends.Each(func(o kadm.ListedOffset) {
 			if o.Err != nil {
@@ -492,3 +494,24 @@ type quietGoka struct{}
 func (quietGoka) Print(...any)          {}
 func (quietGoka) Println(...any)        {}
 func (quietGoka) Printf(string, ...any) {}
+
+// occProcs are occupancy's two processors.
+type occProcs struct{ members, counts *group.Processor }
+
+// occStarted collects occupancy's processors as host.Env.Started reports
+// them.
+type occStarted struct {
+	members, counts atomic.Pointer[group.Processor]
+}
+
+func (o *occStarted) store(p *group.Processor) {
+	if p.Group() == geofence.GroupOccupancy {
+		o.counts.Store(p)
+		return
+	}
+	o.members.Store(p)
+}
+
+func (o *occStarted) ok() bool { return o.members.Load() != nil && o.counts.Load() != nil }
+
+func (o *occStarted) load() occProcs { return occProcs{o.members.Load(), o.counts.Load()} }

@@ -361,7 +361,8 @@ func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) {
 }
 
 // insideDevices lists the devices inside: from the exact member map when
-// the record has one, else the record's (already capped) list.
+// the record has one (written before occupancy-members), else the record's
+// (already capped) list.
 func insideDevices(occ *geofencepb.Occupancy, limit int) ([]string, bool) {
 	var out []string
 	if m := occ.GetMembers(); len(m) > 0 {

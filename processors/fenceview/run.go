@@ -220,7 +220,7 @@ func Run(ctx context.Context, o Options) error {
 		if o.Registerer != nil {
 			reg = append(reg, group.Registerer(o.Registerer))
 		}
-		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyLoop}, 30*time.Second, log, reg...)
+		return group.RunSkewReporter(ctx, o.Cluster, []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicOccupancyChanges}, 30*time.Second, log, reg...)
 	})
 	g.Go(func() error { return consumer.Run(ctx) })
 	g.Go(func() error { return Serve(ctx, o.Listener, srv, o.ShutdownTimeout, o.HTTP...) })

@@ -256,8 +256,9 @@ func (v *ViewSources) Fence(id string) (o *geofencepb.Occupancy, err error) {
 	return o, err
 }
 
-// Each implements OccupancySource. A split fence is visited once, as the sum
-// of its salted parts (occupancy.Total), after the others.
+// Each implements OccupancySource. A split fence (records written before
+// occupancy-members; none are written now) is visited once, as the sum of
+// its salted parts (occupancy.Total), after the others.
 func (v *ViewSources) Each(fn func(*geofencepb.Occupancy) bool) error {
 	return v.guard(func() error {
 		var split []string

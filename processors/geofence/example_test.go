@@ -20,7 +20,8 @@ func ExampleTopology() {
 	// fence-triggers  key=device_id  partitions=24 delete
 	// debouncer-table key=device_id  partitions=24 compact
 	// debouncer-timers key=device_id  partitions=24 delete
-	// occupancy-loop  key=fence_id   partitions=24 delete
+	// occupancy-members-table key=device_id  partitions=24 compact
+	// occupancy-changes key=fence_id   partitions=24 delete
 	// occupancy-table key=fence_id   partitions=24 compact
 	// deadletter      key=original key partitions=24 delete
 	// hot-keys        key=topic/key  partitions=1  compact

@@ -13,9 +13,15 @@ const (
 	// TopicDebouncerTimers carries the kit's timer ticks of the debouncer
 	// (device silence timeouts).
 	TopicDebouncerTimers = GroupDebouncer + "-timers"
-	GroupOccupancy       = "occupancy"
-	TopicOccupancyLoop   = GroupOccupancy + "-loop"
-	TopicOccupancy       = GroupOccupancy + "-table"
+	// GroupOccupancyMembers keeps each device's member register per fence
+	// (key device_id) and sends what a trigger did to a fence's count to
+	// occupancy-changes, re-keyed by fence: the ordering boundary.
+	GroupOccupancyMembers = "occupancy-members"
+	TopicOccupancyMembers = GroupOccupancyMembers + "-table"
+	TopicOccupancyChanges = "occupancy-changes"
+	// GroupOccupancy adds the changes up per fence.
+	GroupOccupancy = "occupancy"
+	TopicOccupancy = GroupOccupancy + "-table"
 )
 
 // Opt changes the declared geofencing topology.
@@ -28,8 +34,9 @@ type config struct{ partitions int32 }
 func WithPartitions(n int32) Opt { return func(c *config) { c.partitions = n } }
 
 // Topology declares the fencestream pipeline: pings keyed by device into the
-// debouncer, triggers keyed by device, and the occupancy processor re-keying them
-// by fence across a declared ordering boundary.
+// debouncer, triggers keyed by device into occupancy-members (each device's
+// member registers), and the count changes those decide, re-keyed by fence
+// across a declared ordering boundary into occupancy's fence-keyed table.
 func Topology(opts ...Opt) *topology.Topology {
 	cfg := config{partitions: topology.DefaultPartitions}
 	for _, o := range opts {
@@ -50,13 +57,12 @@ func Topology(opts ...Opt) *topology.Topology {
 			{Name: TopicDebouncer, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: n, Cleanup: topology.CleanupCompact,
 				Doc: "debounce state per device, co-located with the device's pings partition"},
 			topology.TimersTopic(GroupDebouncer, "device_id", n),
-			// Salting: a fence too big for one bounded record is spread over
-			// fence_id#n parts (decided per record, recorded in hot-keys); its
-			// count needs no order across devices.
-			{Name: TopicOccupancyLoop, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: n, Cleanup: topology.CleanupDelete, Salting: true,
-				Doc: "triggers re-keyed by fence: the fence-ordered stream"},
-			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: topology.CleanupCompact, Salting: true,
-				Doc: "occupancy per fence; a split fence's parts under fence_id#n"},
+			{Name: TopicOccupancyMembers, Key: "device_id", Value: "fencestream.v1.DeviceMembership", Partitions: n, Cleanup: topology.CleanupCompact,
+				Doc: "occupancy's member register per device and fence, co-located with the device's triggers"},
+			{Name: TopicOccupancyChanges, Key: "fence_id", Value: "fencestream.v1.OccupancyChange", Partitions: n, Cleanup: topology.CleanupDelete,
+				Doc: "what each trigger did to its fence's count, re-keyed by fence: the fence-ordered stream"},
+			{Name: TopicOccupancy, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: n, Cleanup: topology.CleanupCompact,
+				Doc: "occupancy per fence: count, totals and a capped list of devices"},
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw bytes + reason header", Partitions: n, Cleanup: topology.CleanupDelete,
 				Doc: "records that could not be processed, with the reason"},
 			{Name: topology.TopicHotKeys, Key: "topic/key", Value: "fencestream.kit.v1.HotKey", Partitions: 1, Cleanup: topology.CleanupCompact,
@@ -81,27 +87,36 @@ func Topology(opts ...Opt) *topology.Topology {
 				Doc: "debounces pings into triggers; state per device",
 			},
 			{
-				Group:   GroupOccupancy,
+				Group:   GroupOccupancyMembers,
 				Streams: []string{TopicTriggers},
-				Emits:   []string{topology.TopicDeadLetter, topology.TopicHotKeys}, // hot-keys: split decisions, metadata about a key (no flow of records)
-				Loop:    TopicOccupancyLoop,
-				Table:   TopicOccupancy,
+				Emits:   []string{TopicOccupancyChanges, topology.TopicDeadLetter},
+				Table:   TopicOccupancyMembers,
 				Flows: []topology.Flow{
-					{From: TopicTriggers, To: TopicOccupancyLoop},
-					{From: TopicOccupancyLoop, To: TopicOccupancy},
-					{From: TopicOccupancyLoop, To: TopicOccupancyLoop}, // to a split fence's part
+					{From: TopicTriggers, To: TopicOccupancyMembers},
+					{From: TopicTriggers, To: TopicOccupancyChanges},
 					{From: TopicTriggers, To: topology.TopicDeadLetter},
 				},
-				Doc: "counts devices per fence from triggers re-keyed by fence",
+				Doc: "applies triggers to each (device, fence) member register; a flip is a count change for the fence",
+			},
+			{
+				Group:   GroupOccupancy,
+				Streams: []string{TopicOccupancyChanges},
+				Emits:   []string{topology.TopicDeadLetter},
+				Table:   TopicOccupancy,
+				Flows: []topology.Flow{
+					{From: TopicOccupancyChanges, To: TopicOccupancy},
+					{From: TopicOccupancyChanges, To: topology.TopicDeadLetter},
+				},
+				Doc: "adds the count changes up per fence",
 			},
 		},
 		Boundaries: []topology.Boundary{{
-			Processor: GroupOccupancy,
+			Processor: GroupOccupancyMembers,
 			From:      TopicTriggers,
-			To:        TopicOccupancyLoop,
-			Preserved: "per-(device, fence) order as emitted by one debouncer instance: one device's triggers for one fence reach the same fence partition in the order they were written",
-			Lost:      "per-device order across fences; any order across a rebalance of the debouncer (replays may repeat or interleave triggers); order between devices of one fence beyond arrival order",
-			Lag:       "the fence-keyed stream lags the device stream independently; occupancy dedupes by trigger_id and per-(fence, device) HLC so counts stay exact",
+			To:        TopicOccupancyChanges,
+			Preserved: "per-(fence-triggers partition, fence) order: one partition's changes for one fence reach the fence's partition in the order of their triggers (the group's producer keeps one request in flight)",
+			Lost:      "per-device order across fences; order between partitions, and so between devices, of one fence",
+			Lag:       "the fence-keyed stream lags the device stream independently; each device's member registers (per-(fence, device) HLC, last writer wins) decide the changes exactly once, and a fence drops a change re-sent after a crash by its source partition and offset, so counts stay exact",
 		}},
 	}
 	vt, vp, vb := visits(n)

@@ -54,6 +54,8 @@ type Group[S any, PS codecs.Message[S]] struct {
 	ttl       time.Duration // StateTTL; 0: keys never expire
 	// stateBudget is CacheStates' budget (0: no cache).
 	stateBudget int
+	// orderedOutputs is OrderedOutputs: one produce request in flight.
+	orderedOutputs bool
 }
 
 // instance is one build of a group (Processor, Graph): what the group

@@ -58,6 +58,9 @@ func (p *Processor) Owned(ctx context.Context) []int32 {
 	return out
 }
 
+// Group is the name of the processor's group.
+func (p *Processor) Group() string { return p.name }
+
 // Processed counts the records of input topic this instance has processed
 // since it started, and the last offset it processed per partition.
 func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
@@ -178,7 +181,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))))
+		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(g.outputConfig(cfg.producerConfig(sc)))))
 		brokers := cl.Brokers
 		newEmitter = func() (*goka.Emitter, error) {
 			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),

@@ -1,103 +1,98 @@
 // Package occupancy counts the devices inside each fence from the debouncer's
-// triggers.
+// triggers, in two groups:
 //
-// apply.go is the pure per-fence state logic ([Apply]); processor.go is the
-// Goka group: input fence-triggers keyed by device_id, a loopback into
-// occupancy-loop keyed by fence_id (the declared ordering boundary of the
-// topology), and the group table occupancy-table keyed by fence_id holding
-// one [geofencepb.Occupancy] per fence (a fence too big for one record is
-// split into salted parts; parts.go routes to them and sums them); build.go
-// and run.go build and run it
-// against a broker; lag.go measures how far the table is behind the trigger
-// stream.
+//   - occupancy-members (processor.go, key device_id, co-partitioned with
+//     fence-triggers) keeps each device's [geofencepb.DeviceMembership]: its
+//     member register at every fence it is inside or left recently. A trigger
+//     is applied to the register of its (device, fence) ([ApplyTrigger]);
+//     when that flips the device in or out (or is a DWELL), what it did to
+//     the fence's count goes on as an [geofencepb.OccupancyChange] to
+//     occupancy-changes, keyed by fence_id: the declared ordering boundary of
+//     the topology.
+//   - occupancy (key fence_id) adds the changes up in occupancy-table, one
+//     [geofencepb.Occupancy] per fence ([ApplyChange]).
 //
-// Across the boundary only per-(device, fence) order survives, and even that
-// not across a rebalance of the debouncer; delivery is at least once. The
-// state therefore never depends on arrival order:
+// lag.go measures how far the table is behind the trigger stream.
 //
-//   - Each (fence, device) is a [geofencepb.Member], a last-writer-wins register
-//     ordered by the trigger's HLC. A trigger is applied only when its HLC is
-//     above the member's last_hlc. Otherwise it changes nothing but a counter:
-//     it is a duplicate when its trigger_id is the member's last_trigger_id (a
-//     re-delivery of the last applied trigger), and stale when it was overtaken
-//     (an older trigger arriving late, or a replay of an earlier prefix).
+// # Exact counts
+//
+// Triggers reach occupancy-members at least once, in device order except
+// across a rebalance of the debouncer (replays may repeat or interleave a
+// device's triggers). The registers therefore never depend on arrival order:
+//
+//   - Each (device, fence) is a [geofencepb.Member], a last-writer-wins
+//     register ordered by the trigger's HLC. A trigger is applied only when
+//     its HLC is above the member's last_hlc. Otherwise it changes nothing
+//     but a counter: it is a duplicate when it is the member's last trigger
+//     again (same type and HLC; the debouncer's trigger id is a function of
+//     device, fence, type and HLC, and [checkAuthentic] holds every trigger
+//     to it), and stale when it was overtaken (an older trigger arriving
+//     late, or a replay of an earlier prefix).
 //   - ENTER sets the member inside; EXIT, whatever its reason (CONFIRMED,
 //     TIMEOUT, FENCE_DELETED), clears it; DWELL implies inside. The debouncer
 //     fires DWELL only during a stay, so a DWELL whose ENTER was overtaken,
 //     compacted or lost still proves the device is inside. With this rule a
 //     member's state is a function of the highest-HLC trigger alone, so any
-//     interleaving, duplication or replay of the same triggers converges to the
-//     same state. (Ignoring such a DWELL instead would leave the device outside
-//     when DWELL overtakes its ENTER and the ENTER then arrives stale.)
-//   - count is the number of members inside. It moves only when a member flips
-//     between outside and inside, never by ±1 on a trigger's type, so it is
-//     exact and never negative; count == enters_total - exits_total, where
-//     the totals count those flips.
-//   - devices is the sorted list of the first min(count, cap) inside devices,
-//     for display; count stays exact when it is capped.
-//   - catalogue_version is the highest catalogue version of any valid trigger
-//     seen; last_change_ms the highest event time of a trigger that flipped a
-//     member.
+//     interleaving, duplication or replay of the same triggers converges to
+//     the same registers.
+//   - A change is sent only when a register flips (delta +1 or -1), or for a
+//     DWELL (delta 0, counted as a dwell), so the changes of one (device,
+//     fence) are exactly its flips. The kit's effectively-once outputs make a
+//     redelivered trigger send the very same change again, never another.
+//   - The fence's record applies each change once. A change carries where
+//     its trigger was read (source partition and offset of fence-triggers);
+//     the record keeps, per source partition, the next offset it expects
+//     (source_next) and drops a change below it as a duplicate. That is right
+//     because one source partition's changes for one fence are written in
+//     offset order (one partition is processed in order, and the group's
+//     producer keeps one request in flight, group.OrderedOutputs, so a
+//     retried batch cannot land after a later one), and a change sent again
+//     — after a crash, or by the next owner of a partition that moved — is
+//     one already sent before every later change of its partition. So count
+//     moves only on flips, by one, exactly once each: it is exact and never
+//     negative, and count == enters_total - exits_total.
+//   - devices lists inside devices in id order while there is room (at most
+//     DevicesCap): every device inside as long as count has stayed within
+//     the cap; once it has not, a sample of them (a device that entered
+//     while the list was full is listed when its DWELL finds room). count
+//     stays exact whatever the cap.
+//   - catalogue_version is the highest catalogue version of any change seen;
+//     last_change_ms the highest event time of a change that moved the count.
 //
 // # Bounded records (DESIGN rules 4 and 15)
 //
-// A record holds its current members plus a deduplication horizon, never the
-// history, and never more than [Limits].MaxMembers members, so no record of
-// occupancy-table exceeds [Limits.RecordBound] (80 KB with the defaults and
-// the longest ids the key rules allow; typical ids give ~6 KB), below the
-// stated [MaxRecordBytes] of 256 KiB and Kafka's 1 MB default.
+// No record grows with history, and neither needs salting:
 //
-// The horizon. A member that left is kept only while a replay could still
-// deliver an older trigger for it. Time here is the triggers' HLC time (the
-// HLC of the confirming ping: its upper bits are milliseconds), because the
-// per-device HLC is what orders a member's triggers. Every record keeps
-// watermark_hlc, the highest HLC it has applied. On every Apply, members that
-// are outside and whose last_hlc is more than H ([Limits].Horizon, default
-// [DefaultHorizon], 24 h) below the watermark are pruned, and pruned_hlc is
-// raised to the highest last_hlc pruned. A trigger for a device the record
-// does not hold is then:
-//
-//   - above pruned_hlc: new to the record (a first stay, or a stay after a
-//     forgotten one, which it is newer than), and applied as usual;
-//   - at or below pruned_hlc: Expired, dropped and counted
-//     (expired_dropped). It may be a replayed trigger of a forgotten stay, so
-//     it must not be applied: a stale EXIT cannot make the count negative (the
-//     device is not held, so nothing is decremented) and a stale ENTER cannot
-//     re-admit a device that left.
+//   - A fence's record holds a count, totals, at most DevicesCap listed
+//     devices and one offset per fence-triggers partition, however many
+//     devices the fence has seen or holds.
+//   - A device's record holds at most [Limits].MaxMembers members: the fences
+//     it is inside, plus those it left within the horizon. A member that
+//     left is kept only while a replay could still deliver an older trigger
+//     for it: on every applied trigger, members that are outside and whose
+//     last_hlc is more than H ([Limits].Horizon, default [DefaultHorizon],
+//     24 h) below the device's watermark are forgotten, and pruned_hlc is
+//     raised to the highest last_hlc forgotten. When the record is full and a
+//     trigger comes for another fence, the member left longest ago (before
+//     that trigger) is forgotten the same way; when there is none — the
+//     device is inside MaxMembers fences — the trigger is dead-lettered
+//     (reason member-limit) and nothing changes. A trigger for a fence the
+//     record does not hold is then: above pruned_hlc, new (a first stay, or
+//     a stay after a forgotten one, which it is newer than) and applied; at
+//     or below, Expired: dropped and counted (expired_dropped), since it may
+//     be a replayed trigger of a forgotten stay — a stale EXIT must not
+//     decrement, a stale ENTER must not re-admit.
 //
 // So occupancy stays exact under duplicates, replays and reordering as long as
-// every trigger reaches each record on its way less than H behind that
-// record's watermark: then its device is still held, or any forgotten stay of
-// it is older than the trigger. H must cover how far back a trigger can
-// arrive: the debouncer and this processor replay from their last committed
-// offsets (seconds) after a crash or rebalance, but a partition whose
-// processor is down, a lagging debouncer partition, a catch-up in which
-// fence-triggers partitions progress unevenly, or a foreign producer's device-time
-// HLCs from buffered uploads all deliver triggers late, by as long as the
-// outage or the buffering. 24 h covers a day of any of these; it costs only
-// records (devices that left in the last 24 h), and records are bounded by
-// splitting. A genuine first trigger later than that may be expired and its
-// stay not counted; raise H (WithHorizon) before a rebuild from a longer
-// retention.
+// every trigger reaches its device's record less than H behind the device's
+// watermark (one device's triggers come in HLC order from the debouncer, so
+// only a replay or a foreign producer's buffered uploads arrive late), and a
+// device is inside at most MaxMembers fences at once. A genuine first trigger
+// later than that may be expired and its stay not counted; raise H
+// (WithHorizon) before a rebuild from a longer retention.
 //
-// Splitting. A record that is full (MaxMembers members after pruning) when a
-// device it does not hold arrives becomes split: salt_buckets is set (sticky),
-// it admits no new device, and every trigger of a device it does not hold is
-// a Forward to one of [SaltBuckets] salted parts, keys fence_id#0 …
-// fence_id#31 for the fence's own record, chosen by hashing the device with
-// the record's key ([PartKey]). A part is an ordinary record of the same fence
-// and splits the same way (its children are numbered (n+1)*32+b, so keys grow
-// by digits, not suffixes). The decision lives in the record itself, in the
-// table and its changelog: a replay after a rebalance reads the same
-// salt_buckets from the restored record, the bucket is a function of key and
-// device, so every trigger of a device reaches the same record. Nothing is
-// moved when a record splits: the devices it holds stay until they leave and
-// are pruned, and after that a device's new triggers (newer than the pruned
-// stay) go to its part. A device is therefore held by at most one record at a
-// time, and the fence's count is the sum of its records' counts ([Total],
-// which views use). A split is also recorded for other consumers, as rule 4
-// asks: a HotKey (salted, salt_buckets) on the compacted hot-keys topic under
-// "occupancy-table/<key>" and the metric fencestream_occupancy_splits_total.
-// Order across a split fence's parts is lost, which occupancy does not need.
-// A forwarded trigger costs one more pass through occupancy-loop per level.
+// Records written before occupancy-members existed held the members in the
+// fence's record and split full ones into salted parts (parts.go reads
+// them); their counts do not carry over to the registers, so upgrading
+// resets both groups and replays fence-triggers (README).
 package occupancy

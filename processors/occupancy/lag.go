@@ -24,12 +24,12 @@ import (
 func lagGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 	return group.RegisterCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_occupancy_lag_records",
-		Help: "Records the occupancy group has not yet committed, per input topic and partition: fence-triggers (not yet re-keyed by fence) and occupancy-loop (re-keyed, not yet applied to occupancy-table).",
+		Help: "Records occupancy has not yet committed, per input topic and partition: fence-triggers (occupancy-members: not yet applied to the member registers) and occupancy-changes (occupancy: not yet added up in occupancy-table).",
 	}, []string{"topic", "partition"}))
 }
 
-// PartitionLag is the lag of the occupancy group on one partition of one of its
-// inputs.
+// PartitionLag is the lag of one of occupancy's groups on one partition of
+// its input.
 type PartitionLag struct {
 	Topic     string
 	Partition int32
@@ -44,13 +44,15 @@ type PartitionLag struct {
 }
 
 // LagReport says how far occupancy-table is behind the trigger stream. A
-// trigger is behind until the group has committed it on fence-triggers (where
-// it is re-keyed) and again on occupancy-loop (where it is applied), so Total is
-// the number of triggers not yet reflected in the table, up to the group's
-// commit interval.
+// trigger is behind until occupancy-members has committed it on
+// fence-triggers and occupancy has committed its change on
+// occupancy-changes, so Total bounds the triggers not yet reflected in the
+// table, up to the groups' commit interval.
 type LagReport struct {
+	// Group is "occupancy": the two groups, occupancy-members on
+	// fence-triggers and occupancy on occupancy-changes, reported as one.
 	Group string
-	// Partitions lists every partition of fence-triggers and occupancy-loop,
+	// Partitions lists every partition of fence-triggers and occupancy-changes,
 	// sorted by topic then partition.
 	Partitions []PartitionLag
 	// ByTopic is the lag summed per topic.
@@ -63,7 +65,7 @@ type LagReport struct {
 func (r LagReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "group %s lag %d", r.Group, r.Total)
-	for _, topic := range []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop} {
+	for _, topic := range []string{geofence.TopicTriggers, geofence.TopicOccupancyChanges} {
 		fmt.Fprintf(&b, "; %s %d", topic, r.ByTopic[topic])
 		var parts []string
 		for _, p := range r.Partitions {
@@ -78,8 +80,9 @@ func (r LagReport) String() string {
 	return b.String()
 }
 
-// Lag measures the occupancy group's lag on fence-triggers and occupancy-loop:
-// its committed offsets against the topics' end offsets.
+// Lag measures occupancy's lag: occupancy-members' committed offsets on
+// fence-triggers and occupancy's on occupancy-changes, against the topics'
+// end offsets.
 func Lag(ctx context.Context, cl cluster.Config) (LagReport, error) {
 	adm, closeFn, err := admin(cl)
 	if err != nil {
@@ -102,7 +105,7 @@ func admin(cl cluster.Config) (*kadm.Client, func(), error) {
 }
 
 func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
-	topics := []string{geofence.TopicTriggers, geofence.TopicOccupancyLoop}
+	topics := []string{geofence.TopicTriggers, geofence.TopicOccupancyChanges}
 	rep := LagReport{Group: geofence.GroupOccupancy, ByTopic: map[string]int64{}}
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err == nil {
@@ -118,16 +121,21 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("occupancy lag: start offsets: %w", err)
 	}
-	committed, err := adm.FetchOffsets(ctx, geofence.GroupOccupancy)
-	if err == nil {
-		err = committed.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		// The group has not committed yet: every partition lags from its start.
-		committed, err = kadm.OffsetResponses{}, nil
-	}
-	if err != nil {
-		return rep, fmt.Errorf("occupancy lag: committed offsets of group %s: %w", geofence.GroupOccupancy, err)
+	// Each input is read by its own group.
+	committed := map[string]kadm.OffsetResponses{}
+	for topic, grp := range map[string]string{geofence.TopicTriggers: geofence.GroupOccupancyMembers, geofence.TopicOccupancyChanges: geofence.GroupOccupancy} {
+		offs, err := adm.FetchOffsets(ctx, grp)
+		if err == nil {
+			err = offs.Error()
+		}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			// The group has not committed yet: every partition lags from its start.
+			offs, err = kadm.OffsetResponses{}, nil
+		}
+		if err != nil {
+			return rep, fmt.Errorf("occupancy lag: committed offsets of group %s: %w", grp, err)
+		}
+		committed[topic] = offs
 	}
 	for _, topic := range topics {
 		if _, ok := ends[topic]; !ok {
@@ -140,7 +148,7 @@ func lag(ctx context.Context, adm *kadm.Client) (LagReport, error) {
 		if s, ok := starts.Lookup(e.Topic, e.Partition); ok && s.Offset > 0 {
 			from = s.Offset
 		}
-		if c, ok := committed.Lookup(e.Topic, e.Partition); ok && c.At >= 0 {
+		if c, ok := committed[e.Topic].Lookup(e.Topic, e.Partition); ok && c.At >= 0 {
 			pl.Committed = c.At
 			from = max(from, c.At)
 		}
@@ -203,7 +211,7 @@ func RunLagReporter(ctx context.Context, cl cluster.Config, every time.Duration,
 			log.Warn("measuring occupancy lag failed; retrying next interval", "err", err)
 		case err == nil:
 			rep.Export(gauge)
-			log.Debug("occupancy lag", "total", rep.Total, "fence_triggers", rep.ByTopic[geofence.TopicTriggers], "loop", rep.ByTopic[geofence.TopicOccupancyLoop])
+			log.Debug("occupancy lag", "total", rep.Total, "fence_triggers", rep.ByTopic[geofence.TopicTriggers], "changes", rep.ByTopic[geofence.TopicOccupancyChanges])
 		}
 		select {
 		case <-ctx.Done():

@@ -41,7 +41,8 @@ func Module(opts ...Opt) host.Module {
 		Name: Name,
 		Flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&cfg.limits.DevicesCap, "devices-cap", cfg.limits.DevicesCap, "devices listed per fence for display (counts stay exact)")
-			fs.DurationVar(&cfg.limits.Horizon, "horizon", cfg.limits.Horizon, "how long a fence remembers a device that left (trigger HLC time); must exceed how late a trigger can arrive")
+			fs.DurationVar(&cfg.limits.Horizon, "horizon", cfg.limits.Horizon, "how long a device's record remembers a fence it left (trigger HLC time); must exceed how late a trigger can arrive")
+			fs.IntVar(&cfg.limits.MaxMembers, "max-members", cfg.limits.MaxMembers, "fences one device's record holds (inside, or left within the horizon)")
 			fs.DurationVar(&cfg.lagEvery, "lag-interval", cfg.lagEvery, "how often the lag behind fence-triggers is measured and exported")
 		},
 		Validate: func() error {
@@ -50,6 +51,12 @@ func Module(opts ...Opt) host.Module {
 			}
 			if cfg.limits.Horizon <= 0 {
 				return fmt.Errorf("--horizon must be positive, got %v", cfg.limits.Horizon)
+			}
+			if cfg.limits.MaxMembers <= 0 {
+				return fmt.Errorf("--max-members must be positive, got %d", cfg.limits.MaxMembers)
+			}
+			if err := cfg.limits.Validate(); err != nil {
+				return err
 			}
 			if cfg.lagEvery <= 0 {
 				return fmt.Errorf("--lag-interval must be positive, got %v", cfg.lagEvery)
@@ -79,11 +86,11 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	if env.Registerer != nil {
 		opts = append(opts, WithRegisterer(env.Registerer))
 	}
-	g, err := New(env.Topology, opts...)
+	gs, err := New(env.Topology, opts...)
 	if err != nil {
 		return err
 	}
-	proc, err := Processor(ctx, g, env.Cluster, env.Group...)
+	procs, err := gs.Processors(ctx, env.Cluster, env.Group...)
 	if err != nil {
 		return err
 	}
@@ -92,7 +99,7 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 		eg.Go(func() error { return follow(ctx) })
 	}
 	env.Log = log
-	eg.Go(func() error { return host.RunProcessors(ctx, env, Name, ready, proc) })
+	eg.Go(func() error { return host.RunProcessors(ctx, env, Name, ready, procs...) })
 	if cfg.lagEvery > 0 {
 		eg.Go(func() error { return RunLagReporter(ctx, env.Cluster, cfg.lagEvery, log, env.Registerer) })
 	}

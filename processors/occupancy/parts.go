@@ -6,10 +6,11 @@ import (
 	"strings"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/topology"
 )
 
-// A split fence is a tree of records. The fence's own record (key fence_id)
+// Records written before occupancy-members existed held their fence's
+// members, and a full one was split: a tree of records, read here and never
+// written now. A split fence is a tree of records. The fence's own record (key fence_id)
 // is the root; a split record with part number n (the root is -1) routes a
 // device it does not hold to its child (n+1)*SaltBuckets + b, key
 // fence_id#<number>, where b hashes the device with the record's key. The
@@ -30,21 +31,6 @@ func partID(key, fence string) (int64, bool) {
 }
 
 func partKey(fence string, id int64) string { return fence + "#" + strconv.FormatInt(id, 10) }
-
-// PartKey is the key of the record a Forward result sends the trigger to:
-// the child of the record at key (of fence occ.FenceId, split into
-// occ.SaltBuckets) that device hashes to. It is a function of the key, the
-// fence and the device alone, so every replay, on any instance, routes a
-// device's triggers to the same part.
-func PartKey(key string, occ *geofencepb.Occupancy, device string) string {
-	fence, k := occ.GetFenceId(), int64(occ.GetSaltBuckets())
-	id, ok := partID(key, fence)
-	if !ok || k == 0 {
-		return ""
-	}
-	b := int64((topology.Murmur2([]byte(key+"\x00"+device)) & 0x7fffffff) % uint32(k))
-	return partKey(fence, (id+1)*k+b)
-}
 
 // IsPart reports whether the record at key is a salted part of a split fence
 // rather than a fence's own record. Read parts through Total of their fence.

@@ -1,6 +1,7 @@
 package occupancy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,53 +13,72 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
-	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
-	"github.com/fencestream/fencestream/topology/hlc"
+	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 // metrics are occupancy's, registered on WithRegisterer's registry.
 type metrics struct {
-	// seenBy are triggers' counters by Result, looked up once (which also
-	// exports zeros) rather than by label on every trigger.
-	seenBy [len(resultNames)]prometheus.Counter
-	seen   *prometheus.CounterVec
-	splits prometheus.Counter
+	// seenBy are the counters by Result of each stage, looked up once (which
+	// also exports zeros) rather than by label on every record.
+	triggers, changes [len(resultNames)]prometheus.Counter
+	invalid           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	seen, err1 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	triggers, err1 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_occupancy_triggers_total",
-		Help: "Triggers the occupancy processor took from its fence-keyed loop, by result: applied, duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the record's horizon for a device it no longer holds), forward (sent on to a salted part of a split fence) or invalid (dead-lettered).",
+		Help: "Triggers occupancy-members took from fence-triggers, by result: applied (to the device's member register; a flip or a DWELL is sent on as a change), duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the device record's horizon for a fence it no longer holds), full (the device's record holds its limit of fences; dead-lettered) or invalid (dead-lettered).",
 	}, []string{"result"}))
-	splits, err2 := group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "fencestream_occupancy_splits_total",
-		Help: "Occupancy records split into salted parts because they were full (each decision is also recorded on the hot-keys topic).",
-	}))
+	changes, err2 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencestream_occupancy_changes_total",
+		Help: "Count changes the occupancy group took from occupancy-changes, by result: applied, duplicate (already applied: sent again after occupancy-members crashed or moved) or invalid (dead-lettered).",
+	}, []string{"result"}))
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
 	}
-	m := &metrics{seen: seen, splits: splits}
-	for r := range m.seenBy {
-		m.seenBy[r] = seen.WithLabelValues(Result(r).String())
+	m := &metrics{}
+	for r := range m.triggers {
+		m.triggers[r] = triggers.WithLabelValues(Result(r).String())
+		m.changes[r] = changes.WithLabelValues(Result(r).String())
 	}
+	m.invalid = m.triggers[Invalid]
 	return m, nil
 }
 
-// count counts a trigger's result.
-func (m *metrics) count(r Result) {
-	if r >= 0 && int(r) < len(m.seenBy) {
-		m.seenBy[r].Inc()
-		return
-	}
-	m.seen.WithLabelValues(r.String()).Inc()
-}
-
-// Group is the Goka group type of the occupancy processor.
+// Group is the Goka group type of occupancy's fence-keyed counts.
 type Group = group.Group[geofencepb.Occupancy, *geofencepb.Occupancy]
 
-// Context is the handler context of the occupancy processor.
+// Context is the handler context of occupancy's counts.
 type Context = group.Context[geofencepb.Occupancy, *geofencepb.Occupancy]
+
+// MembersGroup is the Goka group type of occupancy's device-keyed member
+// registers.
+type MembersGroup = group.Group[geofencepb.DeviceMembership, *geofencepb.DeviceMembership]
+
+// MembersContext is the handler context of occupancy's member registers.
+type MembersContext = group.Context[geofencepb.DeviceMembership, *geofencepb.DeviceMembership]
+
+// Groups are occupancy's two groups, built from one set of options: Members
+// (occupancy-members, key device_id) and Counts (occupancy, key fence_id).
+type Groups struct {
+	Members *MembersGroup
+	Counts  *Group
+}
+
+// Processors builds both processors against a broker (topology check,
+// state directories, pinned hasher, oldest offsets), Members first.
+func (gs *Groups) Processors(ctx context.Context, cl cluster.Config, opts ...group.Opt) ([]*group.Processor, error) {
+	mp, err := gs.Members.Processor(ctx, cl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := gs.Counts.Processor(ctx, cl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return []*group.Processor{mp, cp}, nil
+}
 
 // Opt configures the occupancy processor.
 type Opt func(*config)
@@ -78,13 +98,19 @@ func defaultConfig() config {
 	return config{limits: Limits{}.withDefaults(), log: slog.Default(), lagEvery: DefaultLagInterval, registerer: prometheus.DefaultRegisterer}
 }
 
-// ReasonUnknownFence is the dead-letter reason of a trigger for a fence the
-// catalogue has never held.
-const ReasonUnknownFence = "unknown-fence"
-
-// stateCacheBytes bounds the encoded records whose decoded form the group
-// keeps (group.CacheStates): 16 MB, about 2,700 records of 6 KB.
+// stateCacheBytes bounds the encoded records whose decoded form each group
+// keeps (group.CacheStates): 16 MB, some 8,000 fence records listing 100
+// devices, or 80,000 device records.
 const stateCacheBytes = 16 << 20
+
+// Dead-letter reasons of occupancy.
+const (
+	// ReasonUnknownFence: a trigger for a fence the catalogue has never held.
+	ReasonUnknownFence = "unknown-fence"
+	// ReasonMemberLimit: a trigger for a new fence of a device whose record
+	// holds MaxMembers fences, none of them left before the trigger.
+	ReasonMemberLimit = "member-limit"
+)
 
 // WithCatalogue checks every trigger's fence against cat (default: none, every
 // fence is accepted): a trigger for a fence the catalogue has never held —
@@ -93,18 +119,18 @@ const stateCacheBytes = 16 << 20
 // catalogue has not reached yet is accepted: the fence may be that new.
 func WithCatalogue(cat *fences.Catalogue) Opt { return func(c *config) { c.cat = cat } }
 
-// WithDevicesCap bounds the devices listed per record (default
+// WithDevicesCap bounds the devices listed per fence (default
 // DefaultDevicesCap). Counts are exact whatever the cap.
 func WithDevicesCap(n int) Opt { return func(c *config) { c.limits.DevicesCap = n } }
 
-// WithHorizon sets how long, in the triggers' HLC time, a record remembers a
-// device that left (default DefaultHorizon); see the package documentation
-// for what a trigger later than that does.
+// WithHorizon sets how long, in the triggers' HLC time, a device's record
+// remembers a fence the device left (default DefaultHorizon); see the
+// package documentation for what a trigger later than that does.
 func WithHorizon(d time.Duration) Opt { return func(c *config) { c.limits.Horizon = d } }
 
-// WithMaxMembers sets how many devices one record holds before it is split
-// (default DefaultMaxMembers). New refuses a value whose worst-case record
-// exceeds MaxRecordBytes.
+// WithMaxMembers sets how many fences one device's record holds (default
+// DefaultMaxMembers). New refuses a value whose worst-case record exceeds
+// MaxRecordBytes.
 func WithMaxMembers(n int) Opt { return func(c *config) { c.limits.MaxMembers = n } }
 
 // WithRegisterer sets where occupancy's metrics are registered (default
@@ -129,12 +155,14 @@ func (c *config) validate() error {
 	return c.limits.Validate()
 }
 
-// New defines the occupancy group over topo's "occupancy" declaration:
-// fence-triggers (key device_id) are validated and looped back keyed by
-// fence_id, across the topology's declared ordering boundary; the loop handler
-// applies them to the fence's Occupancy in occupancy-table. Invalid triggers go
-// to the dead-letter topic. Build the processor with Group.Processor.
-func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
+// New defines occupancy's two groups over topo's declarations:
+// occupancy-members reads fence-triggers (key device_id), applies each
+// trigger to the device's member register at its fence and sends what it
+// did to the fence's count to occupancy-changes, keyed by fence_id, across
+// the topology's declared ordering boundary; occupancy adds the changes up
+// in occupancy-table (key fence_id). Invalid triggers and changes go to the
+// dead-letter topic. Build the processors with Groups.Processors.
+func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
@@ -142,117 +170,93 @@ func New(topo *topology.Topology, opts ...Opt) (*Group, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := topo.Boundary(geofence.GroupOccupancy, geofence.TopicTriggers, geofence.TopicOccupancyLoop); !ok {
-		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, geofence.TopicTriggers, geofence.TopicOccupancyLoop)
+	if _, ok := topo.Boundary(geofence.GroupOccupancyMembers, geofence.TopicTriggers, geofence.TopicOccupancyChanges); !ok {
+		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
 	}
-	g := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
-	// An applying hop finds the record it wrote last time decoded (decoding
-	// it again was ~6 % of the bench's CPU). Handlers here never keep a
-	// record past their callback.
-	group.CacheStates(g, stateCacheBytes)
+	tp, ok := topo.Topic(geofence.TopicTriggers)
+	if !ok {
+		return nil, fmt.Errorf("occupancy: topology %s declares no topic %s", topo.Name, geofence.TopicTriggers)
+	}
 	m, err := newMetrics(cfg.registerer)
 	if err != nil {
 		return nil, fmt.Errorf("occupancy: metrics: %w", err)
 	}
-	out := &outputs{m: m}
-	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error { return out.handleTrigger(c, t, cfg.cat) })
-	out.hotKeys = group.Output[kitpb.HotKey](g, topology.TopicHotKeys)
-	out.byFence = group.Loop(g, func(c *Context, t *geofencepb.Trigger) error { return out.handleLooped(c, t, cfg.limits) })
-	return g, nil
+	members := group.New[geofencepb.DeviceMembership](topo, geofence.GroupOccupancyMembers, cfg.log)
+	// The counts drop a change at or below the last source offset applied
+	// from its partition, so one partition's changes must land in order.
+	group.OrderedOutputs(members)
+	changes := group.Output[geofencepb.OccupancyChange](members, geofence.TopicOccupancyChanges)
+	group.Stream(members, geofence.TopicTriggers, func(c *MembersContext, t *geofencepb.Trigger) error {
+		return handleTrigger(c, t, cfg, m, changes)
+	})
+	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
+	// A change finds its fence's record, and a trigger its device's, as
+	// they were last written, instead of decoding them again (decoding was
+	// a third of the counts' CPU). Handlers never keep a record past their
+	// callback.
+	group.CacheStates(counts, stateCacheBytes)
+	group.CacheStates(members, stateCacheBytes)
+	group.Stream(counts, geofence.TopicOccupancyChanges, func(c *Context, ch *geofencepb.OccupancyChange) error {
+		return handleChange(c, ch, tp.Partitions, cfg.limits, m)
+	})
+	return &Groups{Members: members, Counts: counts}, nil
 }
 
-// outputs are one group's typed outputs, its fence-keyed loop and the
-// hot-keys topic: handles belong to the group that declared them, so each
-// group built keeps its own.
-type outputs struct {
-	byFence group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
-	hotKeys group.Out[kitpb.HotKey, *kitpb.HotKey]
-	m       *metrics
-}
-
-// handleTrigger re-keys a device-keyed trigger by its fence: the boundary.
-func (out *outputs) handleTrigger(c *Context, t *geofencepb.Trigger, cat *fences.Catalogue) error {
+// handleTrigger applies a device-keyed trigger to the device's member
+// register at its fence and sends a flip (or a DWELL) on to the fence.
+func handleTrigger(c *MembersContext, t *geofencepb.Trigger, cfg config, m *metrics, changes group.Out[geofencepb.OccupancyChange, *geofencepb.OccupancyChange]) error {
 	if err := validate(t); err != nil {
-		out.m.count(Invalid)
+		m.invalid.Inc()
 		return err
 	}
 	if err := checkAuthentic(c.Key(), true, t); err != nil {
-		out.m.count(Invalid)
+		m.invalid.Inc()
 		c.DeadLetter(ReasonForged, err)
 		return nil
 	}
-	if cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
-		out.m.count(Invalid)
+	if cat := cfg.cat; cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {
+		m.invalid.Inc()
 		c.DeadLetter(ReasonUnknownFence, fmt.Errorf("fence %q is not in the catalogue (version %d) and never was; the trigger says version %d", t.GetFenceId(), cat.Version(), t.GetCatalogueVersion()))
 		return nil
 	}
-	out.byFence.Send(c, t.GetFenceId(), t)
-	return nil
-}
-
-// handleLooped applies a fence-keyed trigger to the record of its key (the
-// fence's, or a salted part's), or sends it on to the part that holds its
-// device.
-func (out *outputs) handleLooped(c *Context, t *geofencepb.Trigger, lim Limits) error {
-	if err := validateLooped(c.Key(), t); err != nil {
-		out.m.count(Invalid)
-		return err
+	st := c.State()
+	if st == nil {
+		st = &geofencepb.DeviceMembership{DeviceId: t.GetDeviceId()}
 	}
-	if err := checkAuthentic("", false, t); err != nil { // the loop topic can be written to as well
-		out.m.count(Invalid)
-		c.DeadLetter(ReasonForged, err)
-		return nil
-	}
-	if part, ok := peekForward(c.Key(), c.StateBytes(), t, lim); ok {
-		// Not this record's device and nothing to write: a hop costs a scan
-		// of the record, not its decoding.
-		out.m.count(Forward)
-		out.byFence.Send(c, part, t)
-		return nil
-	}
-	occ := c.State()
-	if occ == nil {
-		occ = &geofencepb.Occupancy{FenceId: t.GetFenceId()}
-	}
-	wasSplit := occ.GetSaltBuckets() > 0
-	changed, res := Apply(occ, t, lim)
-	out.m.count(res)
+	delta, send, res := ApplyTrigger(st, t, cfg.limits)
+	m.triggers[res].Inc()
 	switch res {
-	case Invalid: // validateLooped passed, so only a state for another fence
-		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
-	case Forward:
-		if !wasSplit {
-			out.recordSplit(c, occ, t)
-		}
-		out.byFence.Send(c, PartKey(c.Key(), occ, t.GetDeviceId()), t)
-		if changed {
-			c.SetState(occ)
-		}
+	case Invalid: // Validate passed, so only a state of another device
+		return fmt.Errorf("occupancy: state of key %q belongs to device %q", c.Key(), st.GetDeviceId())
+	case Full:
+		c.DeadLetter(ReasonMemberLimit, fmt.Errorf("device %q is held at %d fences, none left before HLC %d; raise --max-members to count it at fence %q", c.Key(), len(st.GetFences()), t.GetHlc(), t.GetFenceId()))
 		return nil
 	case Applied:
 	default:
-		c.Logger().Debug("trigger not applied", "result", res.String(), "device", t.GetDeviceId(), "trigger_id", t.GetTriggerId(), "hlc", t.GetHlc())
+		c.Logger().Debug("trigger not applied", "result", res.String(), "fence", t.GetFenceId(), "trigger_id", t.GetTriggerId(), "hlc", t.GetHlc())
 	}
-	c.SetState(occ)
+	c.SetState(st)
+	if send {
+		changes.Emit(c, t.GetFenceId(), Change(t, delta, c.Partition(), c.Offset()))
+	}
 	return nil
 }
 
-// recordSplit records, as DESIGN rule 4 asks of salted keys, that the record
-// at the context's key now spreads new devices over salted parts: a metric, a
-// log line and a HotKey on the compacted hot-keys topic (key
-// "occupancy-table/<key>"). The decision itself lives in the record
-// (salt_buckets), which is what the processor and Total follow; the HotKey is
-// for other consumers. decided_at_ms is the trigger's HLC time, so a replay
-// writes the same record.
-func (out *outputs) recordSplit(c *Context, occ *geofencepb.Occupancy, t *geofencepb.Trigger) {
-	out.m.splits.Inc()
-	c.Logger().Info("occupancy record full: new devices go to salted parts", "members", len(occ.GetMembers()), "buckets", occ.GetSaltBuckets())
-	key := geofence.TopicOccupancy + "/" + c.Key()
-	if topology.ValidateKey(key, 0) != nil {
-		return // a fence id near the key limit: the record and the metric carry the decision
+// handleChange adds a change up in its fence's record.
+func handleChange(c *Context, ch *geofencepb.OccupancyChange, partitions int32, lim Limits, m *metrics) error {
+	if err := ValidateChange(c.Key(), ch, partitions); err != nil {
+		m.changes[Invalid].Inc()
+		return err
 	}
-	out.hotKeys.Emit(c, key, &kitpb.HotKey{
-		Topic: geofence.TopicOccupancy, Key: c.Key(), Salted: true,
-		SaltBuckets: occ.GetSaltBuckets(), DecidedAtMs: hlc.Wall(t.GetHlc()),
-	})
+	occ := c.State()
+	if occ == nil {
+		occ = &geofencepb.Occupancy{FenceId: ch.GetFenceId()}
+	}
+	res := ApplyChange(occ, ch, lim)
+	m.changes[res].Inc()
+	if res == Invalid { // ValidateChange passed, so only a state of another fence
+		return fmt.Errorf("occupancy: state of key %q belongs to fence %q", c.Key(), occ.GetFenceId())
+	}
+	c.SetState(occ)
+	return nil
 }

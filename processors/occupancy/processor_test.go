@@ -22,33 +22,39 @@ import (
 )
 
 type harness struct {
-	t    *testing.T
-	tt   *tester.Tester
-	loop *tester.QueueTracker
-	dlq  *tester.QueueTracker
+	t       *testing.T
+	tt      *tester.Tester
+	changes *tester.QueueTracker
+	dlq     *tester.QueueTracker
 }
 
+// newHarness runs occupancy's two processors on one Goka tester: a change
+// occupancy-members emits is delivered to occupancy before the send returns.
 func newHarness(t *testing.T, opts ...occupancy.Opt) *harness {
 	t.Helper()
 	h := &harness{t: t, tt: tester.New(t)}
-	g, err := occupancy.New(geofence.Topology(), opts...)
+	gs, err := occupancy.New(geofence.Topology(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	procs, err := gs.Processors(context.Background(), cluster.Config{}, group.Tester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- proc.Run(ctx) }()
+	done := make(chan error, len(procs))
+	for _, p := range procs {
+		go func() { done <- p.Run(ctx) }()
+	}
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("processor: %v", err)
+		for range procs {
+			if err := <-done; err != nil {
+				t.Errorf("processor: %v", err)
+			}
 		}
 	})
-	h.loop = h.tt.NewQueueTracker(geofence.TopicOccupancyLoop)
+	h.changes = h.tt.NewQueueTracker(geofence.TopicOccupancyChanges)
 	h.dlq = h.tt.NewQueueTracker(topology.TopicDeadLetter)
 	return h
 }
@@ -69,6 +75,15 @@ func (h *harness) occ(fence string) *geofencepb.Occupancy {
 	return occ
 }
 
+func (h *harness) device(id string) *geofencepb.DeviceMembership {
+	h.t.Helper()
+	m, err := group.StateOf[geofencepb.DeviceMembership](h.tt.TableValue(goka.GroupTable(geofence.GroupOccupancyMembers), id))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return m
+}
+
 func (h *harness) count(fence string) int64 { return h.occ(fence).GetCount() }
 
 func (h *harness) noDeadLetters() {
@@ -78,29 +93,35 @@ func (h *harness) noDeadLetters() {
 	}
 }
 
-func TestProcessorLoopsBackKeyedByFence(t *testing.T) {
+func TestProcessorSendsChangesKeyedByFence(t *testing.T) {
 	h := newHarness(t)
 	tr := trig("veh-1", "depot", enter, 10)
 	h.send(tr)
-	key, v, ok := h.loop.Next()
+	key, v, ok := h.changes.Next()
 	if !ok {
-		t.Fatal("nothing on the loop topic")
+		t.Fatal("nothing on occupancy-changes")
 	}
 	if key != "depot" {
-		t.Fatalf("loop key %q, want the fence id", key)
+		t.Fatalf("change key %q, want the fence id", key)
 	}
-	if got, ok := v.(*geofencepb.Trigger); !ok || !proto.Equal(got, tr) {
-		t.Fatalf("loop value %v, want %v", v, tr)
+	got, ok := v.(*geofencepb.OccupancyChange)
+	if !ok || got.DeviceId != "veh-1" || got.FenceId != "depot" || got.Delta != 1 || got.Type != enter || got.Hlc != 10 || got.EventTimeMs != tr.EventTimeMs {
+		t.Fatalf("change %v for %v", v, tr)
 	}
-	if _, _, ok := h.loop.Next(); ok {
-		t.Fatal("more than one record looped back")
+	if _, _, ok := h.changes.Next(); ok {
+		t.Fatal("more than one change for one trigger")
 	}
-	// The table is keyed by fence, not by device.
-	if h.occ("veh-1") != nil {
-		t.Fatal("state written under the device key")
+	// Registers are keyed by device, counts by fence.
+	if !occupancy.Inside(h.device("veh-1"), "depot") || h.occ("veh-1") != nil || h.device("depot") != nil {
+		t.Fatal("state written under the wrong key")
 	}
 	if h.count("depot") != 1 {
 		t.Fatalf("count %d", h.count("depot"))
+	}
+	// A duplicate sends nothing.
+	h.send(trig("veh-1", "depot", enter, 10))
+	if _, _, ok := h.changes.Next(); ok {
+		t.Fatal("a duplicate trigger sent a change")
 	}
 	h.noDeadLetters()
 }
@@ -114,7 +135,7 @@ func TestProcessorCounts(t *testing.T) {
 		{trig("veh-1", "depot", enter, 10), 1},
 		{trig("veh-2", "depot", enter, 11), 2},
 		{trig("veh-1", "depot", enter, 10), 2},              // duplicate
-		{trig("veh-1", "depot", dwell, 12), 2},              // dwell: no change
+		{trig("veh-1", "depot", dwell, 12), 2},              // dwell: counted, no flip
 		{trig("veh-1", "depot", exit, 13), 1},               // exit
 		{trig("veh-1", "depot", enter, 10), 1},              // replay of an earlier trigger
 		{trig("veh-1", "depot", exit, 13), 1},               // replay of the last one
@@ -133,8 +154,16 @@ func TestProcessorCounts(t *testing.T) {
 		}
 	}
 	occ := h.occ("depot")
-	if occ.DuplicatesDropped != 3 || occ.StaleDropped != 2 || occ.EntersTotal != 2 || occ.ExitsTotal != 2 || occ.DwellsTotal != 1 {
+	if occ.EntersTotal != 2 || occ.ExitsTotal != 2 || occ.DwellsTotal != 1 || occ.DuplicatesDropped != 0 {
 		t.Fatalf("depot: %v", occ)
+	}
+	var dups, stale uint64
+	for _, d := range []string{"veh-1", "veh-2", "veh-3"} {
+		dups += h.device(d).GetDuplicatesDropped()
+		stale += h.device(d).GetStaleDropped()
+	}
+	if dups != 3 || stale != 2 {
+		t.Fatalf("duplicates %d stale %d dropped by the registers, want 3 and 2", dups, stale)
 	}
 	if len(occ.Devices) != 0 {
 		t.Fatalf("devices %v", occ.Devices)
@@ -177,8 +206,8 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 			t.Fatalf("case %d: dead letter does not carry the original value: %v", i, err)
 		}
 	}
-	if _, _, ok := h.loop.Next(); ok {
-		t.Fatal("a bad trigger was looped back")
+	if _, _, ok := h.changes.Next(); ok {
+		t.Fatal("a bad trigger sent a change")
 	}
 	// The stream goes on.
 	h.send(good)
@@ -187,18 +216,66 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 	}
 }
 
-// A record written to the loop topic by someone else, under a key that is not
-// its fence, is dead-lettered, not applied to the wrong fence.
-func TestProcessorDeadLettersForeignLoopRecords(t *testing.T) {
+// A record written to occupancy-changes by someone else that is not a
+// change a register could have sent — under a key that is not its fence, a
+// delta its type does not allow, a source outside fence-triggers — is
+// dead-lettered, not applied.
+func TestProcessorDeadLettersForeignChanges(t *testing.T) {
 	h := newHarness(t)
-	h.tt.Consume(geofence.TopicOccupancyLoop, "yard", trig("veh-1", "depot", enter, 10))
-	hdr, key, _, ok := h.dlq.NextWithHeaders()
-	if !ok || key != "yard" || string(hdr[group.HeaderSourceTopic]) != geofence.TopicOccupancyLoop {
-		t.Fatalf("dead letter %v %q %q", ok, key, hdr)
+	good := occupancy.Change(trig("veh-1", "depot", enter, 10), 1, 0, 5)
+	bad := []struct {
+		key  string
+		edit func(*geofencepb.OccupancyChange)
+	}{
+		{"yard", func(*geofencepb.OccupancyChange) {}},
+		{"depot", func(c *geofencepb.OccupancyChange) { c.Delta = 5 }},
+		{"depot", func(c *geofencepb.OccupancyChange) { c.Type = exit }},
+		{"depot", func(c *geofencepb.OccupancyChange) { c.SourcePartition = 24 }},
+		{"depot", func(c *geofencepb.OccupancyChange) { c.SourceOffset = -3 }},
+	}
+	for i, b := range bad {
+		c := proto.Clone(good).(*geofencepb.OccupancyChange)
+		b.edit(c)
+		h.tt.Consume(geofence.TopicOccupancyChanges, b.key, c)
+		hdr, key, _, ok := h.dlq.NextWithHeaders()
+		if !ok || key != b.key || string(hdr[group.HeaderSourceTopic]) != geofence.TopicOccupancyChanges || string(hdr[group.HeaderReason]) != group.ReasonInvalid {
+			t.Fatalf("case %d: dead letter %v %q %q", i, ok, key, hdr)
+		}
 	}
 	if h.occ("yard") != nil || h.occ("depot") != nil {
-		t.Fatal("foreign loop record applied")
+		t.Fatal("a foreign change was applied")
 	}
+	// A change sent again is dropped, not dead-lettered (rule 18: a replay
+	// is never dead-lettered).
+	h.tt.Consume(geofence.TopicOccupancyChanges, "depot", good)
+	h.tt.Consume(geofence.TopicOccupancyChanges, "depot", good)
+	if occ := h.occ("depot"); occ.GetCount() != 1 || occ.GetDuplicatesDropped() != 1 {
+		t.Fatalf("depot %v", occ)
+	}
+	h.noDeadLetters()
+}
+
+// A device at MaxMembers fences, none of which it left before the trigger,
+// cannot take another: the trigger is dead-lettered with the reason, and the
+// stream goes on.
+func TestProcessorMemberLimit(t *testing.T) {
+	h := newHarness(t, occupancy.WithMaxMembers(2))
+	h.send(trig("veh-1", "a", enter, 10))
+	h.send(trig("veh-1", "b", enter, 11))
+	h.send(trig("veh-1", "c", enter, 12))
+	hdr, key, _, ok := h.dlq.NextWithHeaders()
+	if !ok || key != "veh-1" || string(hdr[group.HeaderReason]) != occupancy.ReasonMemberLimit || !strings.Contains(string(hdr[group.HeaderError]), "max-members") {
+		t.Fatalf("dead letter %v %q %q", ok, key, hdr)
+	}
+	if h.occ("c") != nil || len(h.device("veh-1").GetFences()) != 2 {
+		t.Fatal("the refused trigger changed state")
+	}
+	h.send(trig("veh-1", "a", exit, 13))
+	h.send(trig("veh-1", "c", enter, 14)) // "a" was left before it: forgotten to make room
+	if h.count("c") != 1 || h.count("a") != 0 {
+		t.Fatalf("a %d c %d", h.count("a"), h.count("c"))
+	}
+	h.noDeadLetters()
 }
 
 func TestProcessorDevicesCap(t *testing.T) {
@@ -207,7 +284,8 @@ func TestProcessorDevicesCap(t *testing.T) {
 		h.send(trig(d, "depot", enter, uint64(10+i)))
 	}
 	occ := h.occ("depot")
-	if occ.Count != 3 || !slices.Equal(occ.Devices, []string{"a", "b"}) {
+	// The list fills in arrival order and stays sorted; b came when it was full.
+	if occ.Count != 3 || !slices.Equal(occ.Devices, []string{"a", "c"}) {
 		t.Fatalf("count %d devices %v", occ.Count, occ.Devices)
 	}
 }
@@ -223,9 +301,9 @@ func TestNewRejects(t *testing.T) {
 	}
 	topo = geofence.Topology()
 	topo.Processors = topo.Processors[:1]
-	g, err := occupancy.New(topo)
+	gs, err := occupancy.New(topo)
 	if err == nil {
-		_, err = g.Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t)))
+		_, err = gs.Processors(context.Background(), cluster.Config{}, group.Tester(tester.New(t)))
 	}
 	if err == nil {
 		t.Error("a topology without the occupancy processor was accepted")
@@ -254,20 +332,26 @@ func TestProcessorProperty(t *testing.T) {
 		for _, tr := range order {
 			h.send(tr)
 		}
-		occs := map[string]*geofencepb.Occupancy{}
-		for _, f := range sc.fences {
-			if occ := h.occ(f); occ != nil {
-				occs[f] = occ
-				checkInvariants(t, occ, 3)
+		w := newWorld(occupancy.Limits{DevicesCap: 3})
+		for _, d := range sc.devices {
+			if m := h.device(d); m != nil {
+				w.devices[d] = m
 			}
 		}
-		compareTruth(t, sc, occs, "through the group")
+		for _, f := range sc.fences {
+			if occ := h.occ(f); occ != nil {
+				w.fences[f] = occ
+				w.peak[f] = int64(len(sc.devices)) // unknown here: check the list is a subset only
+			}
+		}
+		checkInvariants(t, w)
+		compareTruth(t, sc, w, "through the groups")
 	}
 	h.noDeadLetters()
 }
 
 func TestValidateErrorsAreDistinct(t *testing.T) {
-	errs := []error{occupancy.ErrNoFence, occupancy.ErrNoTriggerID, occupancy.ErrNoHLC, occupancy.ErrDeviceMismatch, occupancy.ErrFenceMismatch, occupancy.ErrUnknownType}
+	errs := []error{occupancy.ErrNoFence, occupancy.ErrNoTriggerID, occupancy.ErrNoHLC, occupancy.ErrDeviceMismatch, occupancy.ErrFenceMismatch, occupancy.ErrUnknownType, occupancy.ErrBadDelta, occupancy.ErrBadSource}
 	for i, a := range errs {
 		for j, b := range errs {
 			if i != j && errors.Is(a, b) {
@@ -319,10 +403,10 @@ func TestUnknownFenceIsDeadLettered(t *testing.T) {
 	}
 }
 
-// A trigger written straight to fence-triggers (or the loop topic) whose id is
-// not the one the debouncer derives from its device, fence, type and HLC is
-// dead-lettered as forged and moves no count (issue 17: "forged-1" put
-// veh-0001 inside park-tiergarten for good).
+// A trigger written straight to fence-triggers whose id is not the one the
+// debouncer derives from its device, fence, type and HLC is dead-lettered as
+// forged and moves no count (issue 17: "forged-1" put veh-0001 inside
+// park-tiergarten for good).
 func TestProcessorDeadLettersForgedTriggers(t *testing.T) {
 	h := newHarness(t)
 	forged := trig("veh-0001", "park-tiergarten", enter, 10)
@@ -341,18 +425,16 @@ func TestProcessorDeadLettersForgedTriggers(t *testing.T) {
 			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
 		}
 	}
-	if _, _, ok := h.loop.Next(); ok {
-		t.Fatal("a forged trigger was looped back")
-	}
-	// Straight onto the loop topic, keyed by the fence.
-	h.tt.Consume(geofence.TopicOccupancyLoop, "park-tiergarten", forged)
-	if hdr, _, _, ok := h.dlq.NextWithHeaders(); !ok || string(hdr[group.HeaderReason]) != occupancy.ReasonForged {
-		t.Fatalf("forged loop record: dead letter %v %q", ok, hdr)
+	if _, _, ok := h.changes.Next(); ok {
+		t.Fatal("a forged trigger sent a change")
 	}
 	if n := h.count("park-tiergarten"); n != 0 {
 		t.Fatalf("forged triggers moved the count to %d", n)
 	}
 	// The genuine trigger still counts.
 	h.send(trig("veh-0001", "park-tiergarten", enter, 20))
+	if n := h.count("park-tiergarten"); n != 1 {
+		t.Fatalf("count %d", n)
+	}
 	h.noDeadLetters()
 }
