@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +45,7 @@ ARE DELETED and recreated.`)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
 	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
 	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
+	profileDir := c.fs.String("cpuprofile", "", "directory to write one CPU profile per throughput stage to (STAGE.pprof; empty: none)")
 	partitions := partitionsFlag(c.fs)
 	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
@@ -57,11 +61,43 @@ ARE DELETED and recreated.`)
 		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
 		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
 		Triggers: skipIfZero(*triggers), TriggerDevices: *triggerDevices,
+		Profile: stageProfiles(*profileDir, stderr),
 	})
 	if err != nil {
 		return c.fail(stderr, err)
 	}
 	return writeJSON(c, res, stdout, stderr)
+}
+
+// stageProfiles writes a CPU profile of each stage to dir/STAGE.pprof (nil
+// when dir is empty). A profile that cannot be written is reported and skipped:
+// it must not fail the measurement.
+func stageProfiles(dir string, stderr io.Writer) func(string) func() {
+	if dir == "" {
+		return nil
+	}
+	return func(stage string) func() {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			return func() {}
+		}
+		f, err := os.Create(filepath.Join(dir, stage+".pprof"))
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			return func() {}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			_ = f.Close()
+			return func() {}
+		}
+		return func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			}
+		}
+	}
 }
 
 // skipIfZero maps a flag's 0 (skip the stage) to the Config's -1 (its 0

@@ -40,6 +40,11 @@ type Context[S any, PS codecs.Message[S]] struct {
 
 	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
 	envRead bool
+	// loaded is env as it was read (from the envelope cache or the store);
+	// touched: commit began changing it (envcache.go puts back only an
+	// envelope that was written or is still as read).
+	loaded  *kitpb.Envelope
+	touched bool
 	// deferredOn is the print of the stored envelope when env has deferred
 	// advances applied (deferred.go), 0 when it has none.
 	deferredOn uint64
@@ -96,15 +101,34 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 		return c.env
 	}
 	c.envRead = true
-	switch v := c.g.Value().(type) {
-	case *kitpb.Envelope:
-		c.env = v
-	case *codecs.Poison:
-		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
-		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
+	if env, ok := c.grp.envs.take(c.Partition(), c.Key()); ok {
+		c.env = env
+	} else {
+		switch v := c.g.Value().(type) {
+		case *kitpb.Envelope:
+			c.env = v
+		case *codecs.Poison:
+			c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
+			c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
+		}
 	}
+	c.loaded = c.env
 	c.deferredOn = c.grp.deferred.apply(c.Partition(), c.Key(), c.env)
 	return c.env
+}
+
+// release hands the key's envelope back to the envelope cache (envcache.go)
+// when the store holds exactly it: commit wrote it, or the callback read it
+// and changed nothing. A callback that failed half-way never gets here, so
+// its envelope is read from the store next time.
+func (c *Context[S, PS]) release() {
+	ec := c.grp.envs
+	if ec == nil || c.env == nil || c.purge {
+		return
+	}
+	if c.written || (c.env == c.loaded && c.deferredOn == 0 && !c.touched && !c.dirty && !c.timersDirty) {
+		ec.put(c.Partition(), c.Key(), c.env)
+	}
 }
 
 // State is the group-table value of the key, or nil when there is none. A value
@@ -382,10 +406,11 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		return // a hop that only routed: its advance goes with the key's next write
 	}
 	env := c.envelope()
-	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
+	if env == nil { // a decoded value, or one taken out of the cache: ours to change
 		env = &kitpb.Envelope{}
 		c.env = env
 	}
+	c.touched = true
 	if c.dirty {
 		env.State, env.HasState = nil, false
 		if !c.deleted {

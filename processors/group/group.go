@@ -52,8 +52,9 @@ type Group[S any, PS codecs.Message[S]] struct {
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	ttl       time.Duration // StateTTL; 0: keys never expire
-	// stateBudget is CacheStates' budget (0: no cache).
-	stateBudget int
+	// stateBudget is CacheStates' budget, envBudget CacheEnvelopes' (0: no
+	// cache).
+	stateBudget, envBudget int
 }
 
 // instance is one build of a group (Processor, Graph): what the group
@@ -72,9 +73,10 @@ type instance[S any, PS codecs.Message[S]] struct {
 	handles int
 	// deferred holds the envelope advances of hops that only routed
 	// (deferred.go); states the decoded states CacheStates keeps (nil:
-	// none, statecache.go). Both are this build's own.
+	// none, statecache.go). All three are this build's own.
 	deferred deferredWrites
 	states   *stateCache[PS]
+	envs     *envCache // CacheEnvelopes' (nil: none, envcache.go)
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -303,7 +305,7 @@ func streamOpts[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Gro
 func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[S, PS], handle func(*Context[S, PS], PM) error, sc streamConfig[M, PM]) goka.ProcessCallback {
 	return func(gctx goka.Context, value any) {
 		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
-		g.m.recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
+		g.m.recordProcessed(g.name, string(gctx.Topic()), gctx.Partition())
 		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
 			c.DeadLetter(badKey(gctx, err))
 			return
@@ -340,6 +342,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 			g.clock.touch(c.Partition(), g.rt.now())
 		}
 		if c.replayed(seq, ordered) {
+			c.release()
 			return
 		}
 		if ordered {
@@ -351,6 +354,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 		}
 		g.touchTTL(c)
 		c.commit(seq, ordered)
+		c.release()
 	}
 }
 

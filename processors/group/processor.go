@@ -135,7 +135,15 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
 		indexed = idx.storageBuilder
 	}
+	// The envelope cache sees every write of the table's stores (outermost,
+	// so no wrapper's write passes it).
+	envs := newEnvCache(g.envBudget, cfg.tester != nil)
+	if envs != nil {
+		table, inner := string(goka.GroupTable(goka.Group(g.name))), indexed
+		indexed = func(b storage.Builder) storage.Builder { return envs.storageBuilder(table, inner(b)) }
+	}
 	in := g.instance(&cfg, m, idx)
+	in.envs = envs
 	if commits != nil {
 		in.rt.committed = commits.committed
 	}
