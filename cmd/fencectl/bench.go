@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -45,7 +46,7 @@ ARE DELETED and recreated.`)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
 	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
 	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
-	profileDir := c.fs.String("cpuprofile", "", "directory to write one CPU profile per throughput stage to (STAGE.pprof; empty: none)")
+	profileDir := c.fs.String("cpuprofile", "", "directory to write a CPU profile (STAGE.pprof) and allocation profiles (STAGE.allocs, base STAGE.allocs-start) of each throughput stage to (empty: none)")
 	partitions := partitionsFlag(c.fs)
 	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
@@ -91,11 +92,24 @@ func stageProfiles(dir string, stderr io.Writer) func(string) func() {
 			_ = f.Close()
 			return func() {}
 		}
+		// Allocations are cumulative: STAGE.allocs-start is the base to
+		// subtract (go tool pprof -base).
+		writeAllocs := func(name string) {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err == nil {
+				err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: allocation profile: %v\n", err)
+			}
+		}
+		writeAllocs(stage + ".allocs-start")
 		return func() {
 			pprof.StopCPUProfile()
 			if err := f.Close(); err != nil {
 				fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
 			}
+			writeAllocs(stage + ".allocs")
 		}
 	}
 }

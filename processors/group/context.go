@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -42,9 +41,13 @@ type Context[S any, PS codecs.Message[S]] struct {
 	envRead bool
 	// loaded is env as it was read (from the envelope cache or the store);
 	// touched: commit began changing it (envcache.go puts back only an
-	// envelope that was written or is still as read).
+	// envelope that was written or is still as read). held is the cache
+	// entry env came from (nil: read from the store), heldSt its decoded
+	// state until State hands it over.
 	loaded  *kitpb.Envelope
 	touched bool
+	held    *envEntry
+	heldSt  PS
 	// deferredOn is the print of the stored envelope when env has deferred
 	// advances applied (deferred.go), 0 when it has none.
 	deferredOn uint64
@@ -101,8 +104,9 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 		return c.env
 	}
 	c.envRead = true
-	if env, ok := c.grp.envs.take(c.Partition(), c.Key()); ok {
-		c.env = env
+	if e := c.grp.envs.take(c.Partition(), c.Key()); e != nil {
+		c.env, c.held = e.env, e
+		c.heldSt, _ = e.st.(PS)
 	} else {
 		switch v := c.g.Value().(type) {
 		case *kitpb.Envelope:
@@ -123,12 +127,25 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 // its envelope is read from the store next time.
 func (c *Context[S, PS]) release() {
 	ec := c.grp.envs
-	if ec == nil || c.env == nil || c.purge {
+	if ec == nil {
 		return
 	}
-	if c.written || (c.env == c.loaded && c.deferredOn == 0 && !c.touched && !c.dirty && !c.timersDirty) {
-		ec.put(c.Partition(), c.Key(), c.env)
+	untouched := c.env == c.loaded && c.deferredOn == 0 && !c.touched && !c.dirty && !c.timersDirty
+	if c.env == nil || c.purge || !(c.written || untouched) {
+		ec.forget(c.Partition(), c.Key(), c.held)
+		return
 	}
+	// The state that goes with env: the one just encoded into it, or the
+	// cached one State did not hand over (env's state is unchanged then).
+	var st any
+	switch {
+	case !c.grp.cacheStates:
+	case c.dirty && !c.deleted:
+		st = c.st
+	case !c.dirty && c.heldSt != nil:
+		st = c.heldSt
+	}
+	ec.put(c.Partition(), c.Key(), c.held, c.env, st)
 }
 
 // State is the group-table value of the key, or nil when there is none. A value
@@ -141,6 +158,11 @@ func (c *Context[S, PS]) State() PS {
 		return c.st
 	}
 	c.stRead = true
+	if env := c.envelope(); c.heldSt != nil && env.GetHasState() {
+		// The envelope cache's entry: env is as the state was encoded into.
+		c.st, c.heldSt = c.heldSt, nil
+		return c.st
+	}
 	if env := c.envelope(); c.grp.states != nil && env.GetHasState() {
 		if st, ok := c.grp.states.take(c.Partition(), c.Key(), env.GetState()); ok {
 			c.st = st
@@ -370,13 +392,25 @@ func (c *Context[S, PS]) digest() uint64 {
 	if !ok {
 		return 0
 	}
-	b, err := marshalOpts.Marshal(m)
+	// Encoded into a pooled buffer: this runs for every ordered input.
+	bp := c.grp.digestBufs.Get().(*[]byte)
+	defer c.grp.digestBufs.Put(bp)
+	b, err := marshalOpts.MarshalAppend((*bp)[:0], m)
 	if err != nil {
 		return 0
 	}
-	h := fnv.New64a()
-	h.Write(b)
-	return max(h.Sum64(), 1)
+	*bp = b
+	return max(fnv64a(b), 1)
+}
+
+// fnv64a is hash/fnv's FNV-1a of b, without a hash.Hash to allocate.
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range b {
+		h ^= uint64(x)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // commit stores the state the handler set, with (for a recorded input) the

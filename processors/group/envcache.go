@@ -14,20 +14,22 @@ import (
 // CacheEnvelopes keeps the decoded table values (envelopes) of g's keys in
 // memory, up to budget bytes of their encodings (default: none; the decoded
 // objects take a few times that), so a callback on a key this process wrote
-// last reads its envelope without a store read or a decode: the cost of the
-// kit's envelope is then paid once per write, not once per read as well. It
-// asks nothing of handlers (the envelope is the kit's). Call it before
-// building the processor.
+// last reads its envelope without a store read or a decode: the kit's
+// envelope is then paid for once per write, not once per read as well. It
+// asks nothing of handlers (the envelope is the kit's). With CacheStates as
+// well, the decoded states are kept in the same entries, under this budget
+// (CacheStates' own is then unused). Call it before building the processor.
 //
 // Invariant: a cached envelope is, field for field, the value the partition's
-// local store holds for the key. Only a callback's write caches one (after
-// the store took it); every write to the table's store (a callback's, a
-// recovery's, a hot standby's) drops the key's entry first; a partition's
-// entries go when its store is opened or closed; a callback takes the entry
-// out while it runs and puts it back only if it wrote the envelope or left
-// it untouched. Under Goka's tester, whose SetTableValue writes past the
-// stores the kit wraps, an entry is used only while the store's bytes are
-// still those it was cached as.
+// local store holds for the key. Only a callback caches one, after the store
+// took its write (or when it read the envelope and changed nothing); every
+// write to the table's store (a callback's, a recovery's, a hot standby's)
+// invalidates the key's entry first; a partition's entries go when its store
+// is opened or closed; a callback holds the entry while it runs (no other
+// callback can use it) and a callback that fails half-way never hands it
+// back. Under Goka's tester, whose SetTableValue writes past the stores the
+// kit wraps, an entry is used only while the store's bytes are still those
+// it was cached as.
 func CacheEnvelopes[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
 	g.envBudget = max(budget, 0)
 }
@@ -36,11 +38,21 @@ func CacheEnvelopes[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
 // every size cache filled), read without a second pass over it.
 var cachedSize = protov2.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
-type cachedEnv struct {
-	env    *kitpb.Envelope
-	size   int
+// envEntry is one key's cached envelope. Entries stay in their partition's
+// map while a callback holds them, so a key's next write updates its entry
+// in place.
+type envEntry struct {
+	env *kitpb.Envelope
+	// st is env's state decoded (CacheStates), nil when it must be decoded.
+	st   any
+	size int
+	// held: a callback took the entry and has not handed it back; it is
+	// used by nobody else (the store may be changing under it).
+	held   bool
 	stored []byte // the encoding, kept only to verify against the store (tester)
 }
+
+type envPart map[string]*envEntry
 
 // envCache is one build's cached envelopes by partition and key; callbacks
 // of different partitions (and the stores' writes) meet at the lock.
@@ -48,7 +60,7 @@ type envCache struct {
 	mu     sync.Mutex
 	budget int // bytes of encodings
 	used   int
-	parts  map[int32]map[string]cachedEnv
+	parts  map[int32]envPart
 	// verify: entries keep their encoding and are used only while the store
 	// holds it (Goka's tester writes past the wrapped stores). stores are the
 	// partitions' stores to verify against.
@@ -61,71 +73,90 @@ func newEnvCache(budget int, verify bool) *envCache {
 	if budget <= 0 {
 		return nil
 	}
-	return &envCache{budget: budget, parts: map[int32]map[string]cachedEnv{}, verify: verify, stores: map[int32]storage.Storage{}}
+	return &envCache{budget: budget, parts: map[int32]envPart{}, verify: verify, stores: map[int32]storage.Storage{}}
 }
 
-// take removes the key's cached envelope and returns it (ok false: read the
+// take holds the key's entry for a callback and returns it (nil: read the
 // store).
-func (c *envCache) take(partition int32, key string) (*kitpb.Envelope, bool) {
+func (c *envCache) take(partition int32, key string) *envEntry {
 	if c == nil {
-		return nil, false
+		return nil
 	}
 	c.mu.Lock()
-	m := c.parts[partition]
-	e, found := m[key]
-	if !found {
+	e := c.parts[partition][key]
+	if e == nil || e.held {
 		c.mu.Unlock()
-		return nil, false
+		return nil
 	}
-	delete(m, key)
-	c.used -= e.size
+	e.held = true
 	st := c.stores[partition]
 	c.mu.Unlock()
 	if c.verify {
 		if st == nil {
-			return nil, false
+			c.forget(partition, key, e)
+			return nil
 		}
 		if b, err := st.Get(key); err != nil || !bytes.Equal(b, e.stored) {
-			return nil, false
+			c.forget(partition, key, e)
+			return nil
 		}
 	}
-	return e.env, true
+	return e
 }
 
-// put caches env, which the store holds for key as of now, evicting other
-// keys when full.
-func (c *envCache) put(partition int32, key string, env *kitpb.Envelope) {
+// put caches env (and its decoded state st, nil: none), which the store
+// holds for key as of now, in held (the entry the callback took, nil: none)
+// or a new entry; it evicts other keys when full.
+func (c *envCache) put(partition int32, key string, held *envEntry, env *kitpb.Envelope, st any) {
 	size := len(envelopeMagic) + cachedSize.Size(env)
 	var stored []byte
 	if c.verify {
 		b, err := encodeEnvelope(env)
 		if err != nil {
+			c.forget(partition, key, held)
 			return
 		}
 		stored = b
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if size > c.budget {
-		return
-	}
 	m := c.parts[partition]
 	if m == nil {
-		m = map[string]cachedEnv{}
+		m = envPart{}
 		c.parts[partition] = m
 	}
-	if e, found := m[key]; found {
-		c.used -= e.size
+	e := m[key]
+	switch {
+	case e != nil && e == held:
+	case e != nil: // an entry a failed callback never handed back
+	default: // evicted while held, or the partition's store changed
+		e = &envEntry{}
+		m[key] = e
 	}
-	for c.used+size > c.budget && c.evictOne(m) {
+	c.used += size - e.size
+	e.env, e.st, e.size, e.held, e.stored = env, st, size, false, stored
+	for c.used > c.budget && c.evictOne(m) {
 	}
-	m[key] = cachedEnv{env: env, size: size, stored: stored}
-	c.used += size
+}
+
+// forget drops held, the key's entry a callback took, when it is not handing
+// it back.
+func (c *envCache) forget(partition int32, key string, held *envEntry) {
+	if c == nil || held == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.parts[partition]; m[key] == held {
+		delete(m, key)
+		c.used -= held.size
+	}
 }
 
 // evictOne drops an arbitrary entry (map order), preferring the partition
-// being written; false when the cache is empty.
-func (c *envCache) evictOne(prefer map[string]cachedEnv) bool {
+// being written; false when the cache is empty. Only a full cache gets here:
+// starting a range over a map costs more than the rest of a put.
+func (c *envCache) evictOne(prefer envPart) bool {
 	for k, e := range prefer {
 		delete(prefer, k)
 		c.used -= e.size
@@ -141,12 +172,14 @@ func (c *envCache) evictOne(prefer map[string]cachedEnv) bool {
 	return false
 }
 
-// drop forgets the key's entry (its stored value is being replaced).
-func (c *envCache) drop(partition int32, key string) {
+// invalidate forgets the key's envelope: the store's value is being
+// replaced. A held entry stays held (its callback's put replaces it; if the
+// callback fails it is never used again).
+func (c *envCache) invalidate(partition int32, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.parts[partition]
-	if e, found := m[key]; found {
+	if e := m[key]; e != nil && !e.held {
 		delete(m, key)
 		c.used -= e.size
 	}
@@ -168,9 +201,9 @@ func (c *envCache) dropPartition(partition int32, st storage.Storage) {
 	}
 }
 
-// storageBuilder wraps the group table's stores so that every write drops
-// the key's cached envelope, and opening or closing a partition's store drops
-// all of the partition's.
+// storageBuilder wraps the group table's stores so that every write
+// invalidates the key's cached envelope, and opening or closing a
+// partition's store drops all of the partition's.
 func (c *envCache) storageBuilder(table string, inner storage.Builder) storage.Builder {
 	return func(topic string, partition int32) (storage.Storage, error) {
 		st, err := inner(topic, partition)
@@ -191,12 +224,12 @@ type envCachedStorage struct {
 }
 
 func (s *envCachedStorage) Set(key string, value []byte) error {
-	s.c.drop(s.partition, key)
+	s.c.invalidate(s.partition, key)
 	return s.Storage.Set(key, value)
 }
 
 func (s *envCachedStorage) Delete(key string) error {
-	s.c.drop(s.partition, key)
+	s.c.invalidate(s.partition, key)
 	return s.Storage.Delete(key)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -77,6 +78,11 @@ type instance[S any, PS codecs.Message[S]] struct {
 	deferred deferredWrites
 	states   *stateCache[PS]
 	envs     *envCache // CacheEnvelopes' (nil: none, envcache.go)
+	// cacheStates: CacheStates' states are kept in envs' entries (states
+	// is nil then).
+	cacheStates bool
+	// digestBufs are *[]byte to encode an input in for its digest.
+	digestBufs sync.Pool
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -285,6 +291,7 @@ func visitCallback[S any, PS codecs.Message[S], T any](in *instance[S, PS], name
 			c.Logger().Error("visit failed", "visitor", name, "err", err)
 		}
 		c.commit(0, false)
+		c.release()
 	}
 }
 
