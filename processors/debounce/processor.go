@@ -39,13 +39,11 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	return m, errors.Join(err, e)
 }
 
-// The debouncer's caches of decoded table values, bounded by their encodings:
-// a device with a silence timer has a ~125-byte envelope holding an ~80-byte
-// state, so about 130,000 devices (decoded, a few times that in heap).
-const (
-	envelopeCacheBytes = 16 << 20
-	stateCacheBytes    = 10 << 20
-)
+// envelopeCacheBytes bounds the debouncer's cache of decoded table values
+// (envelopes with their states) by their encodings: a device with a silence
+// timer has a ~125-byte envelope, so about 130,000 devices (decoded, a few
+// times that in heap).
+const envelopeCacheBytes = 16 << 20
 
 // SilenceTimer is the name of a device's silence timer: due in stream time at
 // its last fix plus the shortest silence timeout among its fences.
@@ -132,7 +130,7 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	// cached. handlePing and handleSilence never keep a state past their
 	// callback.
 	group.CacheEnvelopes(g, envelopeCacheBytes)
-	group.CacheStates(g, stateCacheBytes)
+	group.CacheStates(g, envelopeCacheBytes) // kept in the envelopes' entries, under their budget
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
