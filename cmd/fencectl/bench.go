@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +46,7 @@ ARE DELETED and recreated.`)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
 	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
 	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
+	profileDir := c.fs.String("cpuprofile", "", "directory to write a CPU profile (STAGE.pprof) and allocation profiles (STAGE.allocs, base STAGE.allocs-start) of each throughput stage to (empty: none)")
 	partitions := partitionsFlag(c.fs)
 	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
 		return code
@@ -57,11 +62,56 @@ ARE DELETED and recreated.`)
 		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
 		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
 		Triggers: skipIfZero(*triggers), TriggerDevices: *triggerDevices,
+		Profile: stageProfiles(*profileDir, stderr),
 	})
 	if err != nil {
 		return c.fail(stderr, err)
 	}
 	return writeJSON(c, res, stdout, stderr)
+}
+
+// stageProfiles writes a CPU profile of each stage to dir/STAGE.pprof (nil
+// when dir is empty). A profile that cannot be written is reported and skipped:
+// it must not fail the measurement.
+func stageProfiles(dir string, stderr io.Writer) func(string) func() {
+	if dir == "" {
+		return nil
+	}
+	return func(stage string) func() {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			return func() {}
+		}
+		f, err := os.Create(filepath.Join(dir, stage+".pprof"))
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			return func() {}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			_ = f.Close()
+			return func() {}
+		}
+		// Allocations are cumulative: STAGE.allocs-start is the base to
+		// subtract (go tool pprof -base).
+		writeAllocs := func(name string) {
+			f, err := os.Create(filepath.Join(dir, name))
+			if err == nil {
+				err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: allocation profile: %v\n", err)
+			}
+		}
+		writeAllocs(stage + ".allocs-start")
+		return func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(stderr, "bench: cpu profile: %v\n", err)
+			}
+			writeAllocs(stage + ".allocs")
+		}
+	}
 }
 
 // skipIfZero maps a flag's 0 (skip the stage) to the Config's -1 (its 0

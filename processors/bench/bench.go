@@ -69,6 +69,10 @@ type Config struct {
 	// 20,000) over the catalogue's first 7 fences. Negative: no such stage.
 	Triggers       int
 	TriggerDevices int
+	// Profile, when set, is called as each throughput stage starts ("b", "b0",
+	// "c", "d", "e"); the function it returns is called when the stage ends
+	// (fencectl bench --cpuprofile writes one CPU profile per stage with it).
+	Profile func(stage string) (stop func())
 }
 
 func (c *Config) defaults() error {
@@ -209,6 +213,14 @@ type env struct {
 	timerEvery time.Duration
 }
 
+// profile starts the stage's profile, if any; the result stops it.
+func (e *env) profile(stage string) func() {
+	if e.cfg.Profile == nil {
+		return func() {}
+	}
+	return e.cfg.Profile(stage)
+}
+
 func (e *env) progress(format string, args ...any) {
 	fmt.Fprintf(e.cfg.Progress, "bench: "+format+"\n", args...)
 }
@@ -256,7 +268,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("raw consumer: %w", err)
 	}
 	e.progress("a raw consumer: %.0f pings/s", res.RawConsumer.PingsPerSec)
-	if res.GokaCounter, err = e.counter(ctx); err != nil {
+	stop := e.profile("b")
+	res.GokaCounter, err = e.counter(ctx)
+	stop()
+	if err != nil {
 		return nil, fmt.Errorf("goka counter: %w", err)
 	}
 	e.progress("b goka counter (%s): %.0f pings/s", cfg.Storage, res.GokaCounter.PingsPerSec)
@@ -264,20 +279,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := e.fresh(ctx); err != nil {
 		return nil, err
 	}
-	if res.GokaCounterGokaLevelDB, err = e.counter(ctx); err != nil {
+	stop = e.profile("b0")
+	res.GokaCounterGokaLevelDB, err = e.counter(ctx)
+	stop()
+	if err != nil {
 		return nil, fmt.Errorf("goka counter on goka-leveldb: %w", err)
 	}
 	e.cfg.Storage = cfg.Storage
 	e.progress("b0 goka counter (goka-leveldb): %.0f pings/s", res.GokaCounterGokaLevelDB.PingsPerSec)
-	if res.Debouncer, err = e.debouncer(ctx); err != nil {
+	stop = e.profile("c")
+	res.Debouncer, err = e.debouncer(ctx)
+	stop()
+	if err != nil {
 		return nil, fmt.Errorf("debouncer: %w", err)
 	}
 	e.progress("c debouncer: %.0f pings/s", res.Debouncer.PingsPerSec)
-	if err := e.pipeline(ctx, res); err != nil {
+	stop = e.profile("d")
+	err = e.pipeline(ctx, res)
+	stop()
+	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	if cfg.Triggers > 0 {
-		if res.Occupancy, err = e.occupancyAlone(ctx); err != nil {
+		stop = e.profile("e")
+		res.Occupancy, err = e.occupancyAlone(ctx)
+		stop()
+		if err != nil {
 			return nil, fmt.Errorf("occupancy alone: %w", err)
 		}
 		e.progress("e occupancy alone: %.0f triggers/s, %.0f µs CPU per trigger", res.Occupancy.PingsPerSec, res.Occupancy.CPUMicrosPerPing)

@@ -39,6 +39,12 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	return m, errors.Join(err, e)
 }
 
+// envelopeCacheBytes bounds the debouncer's cache of decoded table values
+// (envelopes with their states) by their encodings: a device with a silence
+// timer has a ~125-byte envelope, so about 130,000 devices (decoded, a few
+// times that in heap).
+const envelopeCacheBytes = 16 << 20
+
 // SilenceTimer is the name of a device's silence timer: due in stream time at
 // its last fix plus the shortest silence timeout among its fences.
 const SilenceTimer = "silence"
@@ -119,6 +125,12 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	}
 	d := &Debouncer{cfg: cfg, cat: cat, m: m}
 	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
+	// A device's next ping finds its envelope and state decoded, as its last
+	// ping left them: no store read and no decode per ping while it is
+	// cached. handlePing and handleSilence never keep a state past their
+	// callback.
+	group.CacheEnvelopes(g, envelopeCacheBytes)
+	group.CacheStates(g, envelopeCacheBytes) // kept in the envelopes' entries, under their budget
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)

@@ -221,3 +221,118 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 	}
 }
+
+// TestPartitionBackToItsFormerOwner: an instance that applied a device's ping
+// loses the device's partition to another, which applies the next ping, and
+// gets it back: it must continue from the other's state (Pings 3 → 4), not
+// from the envelope and state it cached before (which would write Pings 3
+// again), with and without hot standby.
+func TestPartitionBackToItsFormerOwner(t *testing.T) {
+	for _, standby := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hot-standby=%v", standby), func(t *testing.T) {
+			broker := embeddedtest.Start(t)
+			cl := cluster.Config{Brokers: broker.Addrs()}
+			if _, err := group.CheckBroker(context.Background(), cl, geofence.Topology(), true); err != nil {
+				t.Fatal(err)
+			}
+			base, _ := cl.Kgo()
+			prod, err := kgo.NewClient(append(base, kgo.ProducerLinger(time.Millisecond))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			tail, err := kgo.NewClient(append(base, kgo.ConsumeTopics(geofence.TopicDebouncer), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tail.Close()
+			pingCodec := codecs.For[geofencepb.Ping]()
+			ctx := context.Background()
+			ping := func(dev string, hlc uint64) {
+				t.Helper()
+				v, _ := pingCodec.Marshal(&geofencepb.Ping{DeviceId: dev, Lat: outsideLat, Lon: centerLon, AccuracyM: 3, DeviceTimeMs: 1_800_000_000_000 + int64(hlc)*1000, Hlc: hlc})
+				if err := prod.ProduceSync(ctx, &kgo.Record{Topic: geofence.TopicPings, Key: []byte(dev), Value: v}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// states reads the table topic until want(device state) holds.
+			latest := map[string]*geofencepb.DeviceState{}
+			await := func(dev string, want func(*geofencepb.DeviceState) bool) *geofencepb.DeviceState {
+				t.Helper()
+				pctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+				defer cancel()
+				for {
+					if st := latest[dev]; st != nil && want(st) {
+						return st
+					}
+					f := tail.PollFetches(pctx)
+					if pctx.Err() != nil {
+						t.Fatalf("%s: state never came (last %v)", dev, latest[dev])
+					}
+					for _, r := range f.Records() {
+						if st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value); err == nil && st != nil {
+							latest[string(r.Key)] = st
+						}
+					}
+				}
+			}
+
+			// One device per partition, each applied by a, which caches them.
+			devs := map[int32]string{}
+			for i := 0; len(devs) < int(topology.DefaultPartitions); i++ {
+				dev := fmt.Sprintf("dev-%03d", i)
+				if p := topology.PartitionFor(dev, topology.DefaultPartitions); devs[p] == "" {
+					devs[p] = dev
+				}
+			}
+			a := startInstance(t, cl, standby)
+			waitReady(t, a.proc)
+			for _, dev := range devs {
+				ping(dev, 2)
+			}
+			for _, dev := range devs {
+				await(dev, func(st *geofencepb.DeviceState) bool { return st.GetLastHlc() == 2 })
+			}
+
+			// b takes some of a's partitions and applies a ping there.
+			b := startInstance(t, cl, standby)
+			waitReady(t, b.proc)
+			deadline := time.Now().Add(60 * time.Second)
+			var moved int32 = -1
+			for moved < 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("b never took a partition from a")
+				}
+				for _, p := range b.proc.Owned(ctx) {
+					if !owns(a.proc, p) {
+						moved = p
+						break
+					}
+				}
+				if moved < 0 {
+					time.Sleep(20 * time.Millisecond) // polling the assignment, bounded by the deadline
+				}
+			}
+			dev := devs[moved]
+			ping(dev, 3)
+			if st := await(dev, func(st *geofencepb.DeviceState) bool { return st.GetLastHlc() == 3 }); st.GetPings() != 2 {
+				t.Fatalf("b applied hlc 3 on pings %d, want 2 (a's state)", st.GetPings()-1)
+			}
+
+			// b leaves: the partition goes back to a, whose cache predates hlc 3.
+			b.stop()
+			deadline = time.Now().Add(60 * time.Second)
+			for !owns(a.proc, moved) {
+				if time.Now().After(deadline) {
+					t.Fatal("a never got the partition back")
+				}
+				time.Sleep(20 * time.Millisecond) // polling the assignment, bounded by the deadline
+			}
+			ping(dev, 4)
+			st := await(dev, func(st *geofencepb.DeviceState) bool { return st.GetLastHlc() == 4 })
+			if st.GetPings() != 3 || st.GetStalePings() != 0 {
+				t.Fatalf("a applied hlc 4 on %v: want pings 3 (b's write), not a's cached state", st)
+			}
+		})
+	}
+}

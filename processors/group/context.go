@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -40,6 +39,15 @@ type Context[S any, PS codecs.Message[S]] struct {
 
 	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
 	envRead bool
+	// loaded is env as it was read (from the envelope cache or the store);
+	// touched: commit began changing it (envcache.go puts back only an
+	// envelope that was written or is still as read). held is the cache
+	// entry env came from (nil: read from the store), heldSt its decoded
+	// state until State hands it over.
+	loaded  *kitpb.Envelope
+	touched bool
+	held    *envEntry
+	heldSt  PS
 	// deferredOn is the print of the stored envelope when env has deferred
 	// advances applied (deferred.go), 0 when it has none.
 	deferredOn uint64
@@ -96,15 +104,48 @@ func (c *Context[S, PS]) envelope() *kitpb.Envelope {
 		return c.env
 	}
 	c.envRead = true
-	switch v := c.g.Value().(type) {
-	case *kitpb.Envelope:
-		c.env = v
-	case *codecs.Poison:
-		c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
-		c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
+	if e := c.grp.envs.take(c.Partition(), c.Key()); e != nil {
+		c.env, c.held = e.env, e
+		c.heldSt, _ = e.st.(PS)
+	} else {
+		switch v := c.g.Value().(type) {
+		case *kitpb.Envelope:
+			c.env = v
+		case *codecs.Poison:
+			c.grp.m.stateUndecodable.WithLabelValues(c.grp.name).Inc()
+			c.Logger().Error("group table value undecodable; starting from empty state", "err", v.Err)
+		}
 	}
+	c.loaded = c.env
 	c.deferredOn = c.grp.deferred.apply(c.Partition(), c.Key(), c.env)
 	return c.env
+}
+
+// release hands the key's envelope back to the envelope cache (envcache.go)
+// when the store holds exactly it: commit wrote it, or the callback read it
+// and changed nothing. A callback that failed half-way never gets here, so
+// its envelope is read from the store next time.
+func (c *Context[S, PS]) release() {
+	ec := c.grp.envs
+	if ec == nil {
+		return
+	}
+	untouched := c.env == c.loaded && c.deferredOn == 0 && !c.touched && !c.dirty && !c.timersDirty
+	if c.env == nil || c.purge || !(c.written || untouched) {
+		ec.forget(c.Partition(), c.Key(), c.held)
+		return
+	}
+	// The state that goes with env: the one just encoded into it, or the
+	// cached one State did not hand over (env's state is unchanged then).
+	var st any
+	switch {
+	case !c.grp.cacheStates:
+	case c.dirty && !c.deleted:
+		st = c.st
+	case !c.dirty && c.heldSt != nil:
+		st = c.heldSt
+	}
+	ec.put(c.Partition(), c.Key(), c.held, c.env, st)
 }
 
 // State is the group-table value of the key, or nil when there is none. A value
@@ -117,6 +158,11 @@ func (c *Context[S, PS]) State() PS {
 		return c.st
 	}
 	c.stRead = true
+	if env := c.envelope(); c.heldSt != nil && env.GetHasState() {
+		// The envelope cache's entry: env is as the state was encoded into.
+		c.st, c.heldSt = c.heldSt, nil
+		return c.st
+	}
 	if env := c.envelope(); c.grp.states != nil && env.GetHasState() {
 		if st, ok := c.grp.states.take(c.Partition(), c.Key(), env.GetState()); ok {
 			c.st = st
@@ -346,13 +392,25 @@ func (c *Context[S, PS]) digest() uint64 {
 	if !ok {
 		return 0
 	}
-	b, err := marshalOpts.Marshal(m)
+	// Encoded into a pooled buffer: this runs for every ordered input.
+	bp := c.grp.digestBufs.Get().(*[]byte)
+	defer c.grp.digestBufs.Put(bp)
+	b, err := marshalOpts.MarshalAppend((*bp)[:0], m)
 	if err != nil {
 		return 0
 	}
-	h := fnv.New64a()
-	h.Write(b)
-	return max(h.Sum64(), 1)
+	*bp = b
+	return max(fnv64a(b), 1)
+}
+
+// fnv64a is hash/fnv's FNV-1a of b, without a hash.Hash to allocate.
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range b {
+		h ^= uint64(x)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // commit stores the state the handler set, with (for a recorded input) the
@@ -382,10 +440,11 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		return // a hop that only routed: its advance goes with the key's next write
 	}
 	env := c.envelope()
-	if env == nil { // Goka decodes a fresh value per callback, so env is ours to change
+	if env == nil { // a decoded value, or one taken out of the cache: ours to change
 		env = &kitpb.Envelope{}
 		c.env = env
 	}
+	c.touched = true
 	if c.dirty {
 		env.State, env.HasState = nil, false
 		if !c.deleted {

@@ -58,6 +58,11 @@
 // With Goka's tester the committed offsets are unknown (CommittedOffsets
 // replaces them) and the window alone bounds.
 //
+// A group may keep its keys' decoded envelopes in memory (CacheEnvelopes), so
+// an input reads its key's envelope without a store read or a decode; a
+// cached envelope is always exactly what the partition's store holds (every
+// write of the store invalidates it), so the guarantee above is unchanged.
+//
 // Visits (Processor.VisitAll) have no input to replay, so time-driven work
 // goes through a record: timers. The kit itself runs no visit.
 //

@@ -52,9 +52,11 @@ func (envelopeCodec[S, PS]) Encode(value any) ([]byte, error) {
 }
 
 func encodeEnvelope(e *kitpb.Envelope) ([]byte, error) {
+	// Size fills every size cache of e, so the marshal that follows (and
+	// the envelope cache's accounting) reads them instead of sizing e again.
 	b := make([]byte, len(envelopeMagic), len(envelopeMagic)+marshalOpts.Size(e))
 	copy(b, envelopeMagic)
-	return marshalOpts.MarshalAppend(b, e)
+	return cachedSize.MarshalAppend(b, e)
 }
 
 // Decode never fails: bytes that are neither an envelope nor bare state decode

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -52,8 +53,9 @@ type Group[S any, PS codecs.Message[S]] struct {
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
 	ttl       time.Duration // StateTTL; 0: keys never expire
-	// stateBudget is CacheStates' budget (0: no cache).
-	stateBudget int
+	// stateBudget is CacheStates' budget, envBudget CacheEnvelopes' (0: no
+	// cache).
+	stateBudget, envBudget int
 	// orderedOutputs is OrderedOutputs: one produce request in flight.
 	orderedOutputs bool
 }
@@ -74,9 +76,15 @@ type instance[S any, PS codecs.Message[S]] struct {
 	handles int
 	// deferred holds the envelope advances of hops that only routed
 	// (deferred.go); states the decoded states CacheStates keeps (nil:
-	// none, statecache.go). Both are this build's own.
+	// none, statecache.go). All three are this build's own.
 	deferred deferredWrites
 	states   *stateCache[PS]
+	envs     *envCache // CacheEnvelopes' (nil: none, envcache.go)
+	// cacheStates: CacheStates' states are kept in envs' entries (states
+	// is nil then).
+	cacheStates bool
+	// digestBufs are *[]byte to encode an input in for its digest.
+	digestBufs sync.Pool
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -285,6 +293,7 @@ func visitCallback[S any, PS codecs.Message[S], T any](in *instance[S, PS], name
 			c.Logger().Error("visit failed", "visitor", name, "err", err)
 		}
 		c.commit(0, false)
+		c.release()
 	}
 }
 
@@ -305,7 +314,7 @@ func streamOpts[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Gro
 func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[S, PS], handle func(*Context[S, PS], PM) error, sc streamConfig[M, PM]) goka.ProcessCallback {
 	return func(gctx goka.Context, value any) {
 		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
-		g.m.recordsProcessed.WithLabelValues(g.name, string(gctx.Topic()), partitionLabel(gctx.Partition())).Inc()
+		g.m.recordProcessed(g.name, string(gctx.Topic()), gctx.Partition())
 		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
 			c.DeadLetter(badKey(gctx, err))
 			return
@@ -342,6 +351,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 			g.clock.touch(c.Partition(), g.rt.now())
 		}
 		if c.replayed(seq, ordered) {
+			c.release()
 			return
 		}
 		if ordered {
@@ -353,6 +363,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 		}
 		g.touchTTL(c)
 		c.commit(seq, ordered)
+		c.release()
 	}
 }
 

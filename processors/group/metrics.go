@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,6 +21,27 @@ type metrics struct {
 	stateDamaged, processorRestarts, stateUndecodable,
 	timersFired, timerErrors, timerTicks, lateRecords *prometheus.CounterVec
 	recovery *recoveryCollector
+	// processed holds recordsProcessed's series by input (processedKey), so
+	// a record does not pay for the label lookup.
+	processed sync.Map
+}
+
+type processedKey struct {
+	group, topic string
+	partition    int32
+}
+
+// recordProcessed counts one record of topic and partition handed to
+// group's callbacks.
+func (m *metrics) recordProcessed(group, topic string, partition int32) {
+	k := processedKey{group, topic, partition}
+	if c, ok := m.processed.Load(k); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.recordsProcessed.WithLabelValues(group, topic, partitionLabel(partition))
+	m.processed.Store(k, c)
+	c.Inc()
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {

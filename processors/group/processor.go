@@ -138,7 +138,18 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
 		indexed = idx.storageBuilder
 	}
+	// The envelope cache sees every write of the table's stores (outermost,
+	// so no wrapper's write passes it).
+	envs := newEnvCache(g.envBudget, cfg.tester != nil)
+	if envs != nil {
+		table, inner := string(goka.GroupTable(goka.Group(g.name))), indexed
+		indexed = func(b storage.Builder) storage.Builder { return envs.storageBuilder(table, inner(b)) }
+	}
 	in := g.instance(&cfg, m, idx)
+	if envs != nil {
+		in.envs = envs
+		in.cacheStates, in.states = in.states != nil, nil
+	}
 	if commits != nil {
 		in.rt.committed = commits.committed
 	}
@@ -302,6 +313,8 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 
 // instance makes a build of g with the options of cfg.
 func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
-	return &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
+	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
 		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}}
+	in.digestBufs.New = func() any { b := make([]byte, 0, 256); return &b }
+	return in
 }

@@ -80,12 +80,16 @@ func (s *stateCache[PS]) put(partition int32, key string, stored []byte, st PS) 
 	if e, found := s.m[k]; found {
 		s.used -= len(e.stored)
 	}
-	for old, e := range s.m { // map order: an arbitrary key goes
-		if s.used+len(stored) <= s.budget {
-			break
+	if s.used+len(stored) > s.budget {
+		// Only when full: starting a range over the map costs more than the
+		// rest of a put.
+		for old, e := range s.m { // map order: an arbitrary key goes
+			if s.used+len(stored) <= s.budget {
+				break
+			}
+			delete(s.m, old)
+			s.used -= len(e.stored)
 		}
-		delete(s.m, old)
-		s.used -= len(e.stored)
 	}
 	s.m[k] = cachedState[PS]{stored: stored, st: st}
 	s.used += len(stored)

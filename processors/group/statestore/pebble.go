@@ -106,6 +106,15 @@ func (h *health) classify(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// classifyKey is classify for an operation on key, formatting the message
+// only for an error (every table write passes through here).
+func (h *health) classifyKey(err error, op, key string) error {
+	if err == nil {
+		return nil
+	}
+	return h.classify(err, fmt.Sprintf("%s %q", op, key))
+}
+
 func (s *pebbleStore) putOffset(b []byte) (err error) {
 	if err := s.h.beforeWrite(len(b)); err != nil {
 		return err
@@ -187,7 +196,7 @@ func (s *pebbleStore) Set(key string, value []byte) (err error) {
 		return err
 	}
 	defer recoverFatal(s.h, &err)
-	return s.h.classify(s.db.Set([]byte(key), value, pebble.NoSync), fmt.Sprintf("pebble set %q", key))
+	return s.h.classifyKey(s.db.Set([]byte(key), value, pebble.NoSync), "pebble set", key)
 }
 
 func (s *pebbleStore) Delete(key string) (err error) {
@@ -195,7 +204,7 @@ func (s *pebbleStore) Delete(key string) (err error) {
 		return err
 	}
 	defer recoverFatal(s.h, &err)
-	return s.h.classify(s.db.Delete([]byte(key), pebble.NoSync), fmt.Sprintf("pebble delete %q", key))
+	return s.h.classifyKey(s.db.Delete([]byte(key), pebble.NoSync), "pebble delete", key)
 }
 
 func (s *pebbleStore) GetOffset(def int64) (int64, error) {
