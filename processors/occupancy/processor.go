@@ -99,8 +99,8 @@ func defaultConfig() config {
 }
 
 // stateCacheBytes bounds the encoded records whose decoded form each group
-// keeps (group.CacheStates): 16 MB, some 8,000 fence records listing 100
-// devices, or 80,000 device records.
+// keeps (group.CacheEnvelopes, with the states in the same entries): 16 MB,
+// some 8,000 fence records listing 100 devices, or 80,000 device records.
 const stateCacheBytes = 16 << 20
 
 // Dead-letter reasons of occupancy.
@@ -191,11 +191,15 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 	})
 	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
 	// A change finds its fence's record, and a trigger its device's, as
-	// they were last written, instead of decoding them again (decoding was
-	// a third of the counts' CPU). Handlers never keep a record past their
-	// callback.
-	group.CacheStates(counts, stateCacheBytes)
-	group.CacheStates(members, stateCacheBytes)
+	// they were last written: no store read, and no decode of the envelope
+	// or the state (decoding was a third of the counts' CPU). Handlers never
+	// keep a record past their callback.
+	for _, cache := range []func(int){
+		func(n int) { group.CacheEnvelopes(counts, n); group.CacheStates(counts, n) },
+		func(n int) { group.CacheEnvelopes(members, n); group.CacheStates(members, n) },
+	} {
+		cache(stateCacheBytes)
+	}
 	group.Stream(counts, geofence.TopicOccupancyChanges, func(c *Context, ch *geofencepb.OccupancyChange) error {
 		return handleChange(c, ch, tp.Partitions, cfg.limits, m)
 	})
