@@ -407,7 +407,7 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	if c.recording {
 		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
 	}
-	trim(env, c.grp.rt.committed, c.grp.rt.window)
+	trim(env, c.grp.rt.committed, c.grp.rt.window, !c.grp.rt.waits)
 	c.g.SetValue(env)
 	c.written = true
 	if c.deferredOn != 0 {

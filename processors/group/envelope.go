@@ -20,11 +20,12 @@ func enveloped(b []byte) bool {
 	return len(b) >= len(envelopeMagic) && string(b[:len(envelopeMagic)]) == envelopeMagic
 }
 
-// DefaultReplayWindow caps how many inputs per key and input partition the kit
+// DefaultReplayWindow is how many inputs per key and input partition the kit
 // remembers (with their outputs) by default. It remembers only those that can
 // be redelivered — at or above the group's committed offset, which it polls
-// from the broker — so the cap matters only when a key has more inputs than
-// this between two offset commits, or the committed offsets are unknown.
+// from the broker — and applies no more of a key's inputs than this ahead of
+// the commit: the next waits for the commit (awaitRoom). Only when the
+// committed offsets are unknown (Goka's tester) does the cap drop inputs.
 const DefaultReplayWindow = 32
 
 // envelopeCodec is the Goka codec of a group table: values are *kitpb.Envelope.
@@ -264,10 +265,12 @@ func dropLegacySent(env *kitpb.Envelope, topic string, partition int32) {
 }
 
 // trim keeps, per cursor, only the inputs that can still be redelivered —
-// those at or above the partition's committed offset — and at most window of
-// them (the head counts), with their outputs. When the committed offset is
-// unknown (no broker answer yet, Goka's tester) the window alone bounds.
-func trim(env *kitpb.Envelope, committed committedFunc, window int) {
+// those at or above the partition's committed offset — with their outputs.
+// Those it never drops while capped is false (awaitRoom bounds them to the
+// window instead): their outputs may not have been acknowledged. When capped,
+// or the committed offset is unknown (Goka's tester), it keeps at most window
+// inputs (the head counts).
+func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool) {
 	for _, c := range env.GetCursors() {
 		next, known := int64(0), false
 		if committed != nil {
@@ -275,7 +278,7 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int) {
 		}
 		keep := c.Pending[:0]
 		for _, back := range c.Pending {
-			if len(keep) >= window-1 || (known && c.Offset-int64(back) < next) {
+			if ((capped || !known) && len(keep) >= window-1) || (known && c.Offset-int64(back) < next) {
 				break // newest first: every later one is older still
 			}
 			keep = append(keep, back)
@@ -296,7 +299,7 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int) {
 		}
 		// Legacy outputs of an ordered cursor: kept until every input they
 		// can belong to is committed, or the window has filled since.
-		if (known && next > c.Offset) || len(c.Pending) >= window-1 {
+		if (known && next > c.Offset) || ((capped || !known) && len(c.Pending) >= window-1) {
 			c.Recent = nil
 			dropLegacySent(env, c.GetTopic(), c.GetPartition())
 		}

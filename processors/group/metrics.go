@@ -18,7 +18,7 @@ import (
 type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
 	stateDamaged, processorRestarts, stateUndecodable,
-	timersFired, timerErrors, timerTicks, lateRecords *prometheus.CounterVec
+	timersFired, timerErrors, timerTicks, lateRecords, windowWaits *prometheus.CounterVec
 	recovery *recoveryCollector
 }
 
@@ -61,6 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lateRecords: counterVec("fencestream_window_late_records_total",
 			"Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
 			"group", "windows"),
+		windowWaits: counterVec("fencestream_replay_window_waits_total",
+			"Times an input waited before being applied, its key having ReplayWindow inputs on its partition that the group had not committed yet (commits stalled, as in a broker outage, or one key hotter than the window per commit); one per wait.",
+			"group", "topic"),
 		recovery: newRecoveryCollector(),
 	}
 	if reg == nil {
@@ -68,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
-		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords} {
+		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits} {
 		var err error
 		*c, err = RegisterCollector(reg, *c)
 		errs = append(errs, err)
