@@ -326,7 +326,7 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		return
 	default:
 		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
-		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset, or beyond the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
+		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset: the group's offsets were reset, or commits are unknown and it fell out of the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
 		return
 	}
 	c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"New records whose HLC did not increase for their key, dead-lettered (stale: lower; duplicate: the same HLC as the last applied, different bytes).",
 			"group", "topic", "kind"),
 		replays: counterVec("fencestream_replayed_inputs_total",
-			"Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets or more inputs between two commits than the replay window; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
+			"Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
 			"group", "topic", "result"),
 		handlerPanics: counterVec("fencestream_handler_panics_total",
 			"Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
