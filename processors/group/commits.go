@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -117,10 +118,11 @@ func (w *commitWatch) poll(ctx context.Context, adm *kadm.Client, group string, 
 }
 
 // awaitRoom runs before a new input is applied. When the key's cursor of the
-// input's partition already holds ReplayWindow inputs and the group has not
-// committed the oldest, applying another would make the envelope either
+// input's partition already holds the outputs of ReplayWindow inputs the
+// group has not committed, applying another would make the envelope either
 // outgrow the window or forget outputs that may not have reached the broker
-// (a redelivery of that input could not re-emit them). So the callback waits
+// (a redelivery of that input could not re-emit them); inputs that emitted
+// nothing have nothing to lose and do not count. So the callback waits
 // until the committed offset passes the oldest: Goka marks each earlier input
 // once its outputs are acknowledged, and sarama commits the marks meanwhile,
 // so only this partition pauses, and only as long as commits are behind.
@@ -135,17 +137,14 @@ func (c *Context[S, PS]) awaitRoom() {
 		return
 	}
 	cur := cursorOf(c.envelope(), c.Topic(), c.Partition())
-	if cur == nil || 1+len(cur.GetPending()) < rt.window {
+	if cur == nil || len(cur.GetSent()) < rt.window {
 		return
-	}
-	oldest := cur.GetOffset()
-	if len(cur.GetPending()) > 0 {
-		oldest -= int64(slices.Max(cur.GetPending()))
 	}
 	topic, part := c.Topic(), c.Partition()
 	next, ok := rt.committed(topic, part)
+	oldest, full := fullWindow(cur, next, rt.window)
 	ctx := c.g.Context()
-	if !ok || next > oldest || ctx.Err() != nil {
+	if !ok || !full || ctx.Err() != nil {
 		return // an input Goka hands over after the context ended: applied
 	}
 	c.grp.m.windowWaits.WithLabelValues(c.grp.name, topic).Inc()
@@ -170,4 +169,21 @@ func (c *Context[S, PS]) awaitRoom() {
 		}
 		t.Reset(commitWaitPoll)
 	}
+}
+
+// fullWindow reports whether the cursor holds the outputs of window or more
+// inputs at or above the committed offset next, and the offset of the
+// window-th newest of them: the commit must pass it to make room.
+func fullWindow(cur *kitpb.Cursor, next int64, window int) (oldest int64, full bool) {
+	var live []uint64
+	for _, r := range cur.GetSent() {
+		if cur.GetOffset()-int64(r.GetBack()) >= next {
+			live = append(live, r.GetBack())
+		}
+	}
+	if len(live) < window {
+		return 0, false
+	}
+	slices.Sort(live) // newest first
+	return cur.GetOffset() - int64(live[window-1]), true
 }

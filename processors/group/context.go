@@ -321,7 +321,7 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		outputs = recordedAt(cur, back).GetOutputs()
 	case sentFor(env, c.Topic(), c.Partition(), legacySeq) != nil:
 		outputs = sentFor(env, c.Topic(), c.Partition(), legacySeq).GetOutputs()
-	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)):
+	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)) || c.uncommittedOutputLess():
 		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
 		return
 	default:
@@ -337,6 +337,19 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		}
 		c.produce(o)
 	}
+}
+
+// uncommittedOutputLess reports whether the input, though not remembered, is
+// known to have had no outputs: against a broker trim forgets no input with
+// outputs at or above the committed offset, and commits only move forward
+// (but for a reset of the group's offsets, the one case no envelope covers).
+func (c *Context[S, PS]) uncommittedOutputLess() bool {
+	rt := &c.grp.rt
+	if !rt.waits || rt.committed == nil {
+		return false
+	}
+	next, ok := rt.committed(c.Topic(), c.Partition())
+	return ok && c.Offset() >= next
 }
 
 // digest is the FNV-1a digest of the input's encoding (deterministic, so a

@@ -265,11 +265,13 @@ func dropLegacySent(env *kitpb.Envelope, topic string, partition int32) {
 }
 
 // trim keeps, per cursor, only the inputs that can still be redelivered —
-// those at or above the partition's committed offset — with their outputs.
-// Those it never drops while capped is false (awaitRoom bounds them to the
-// window instead): their outputs may not have been acknowledged. When capped,
-// or the committed offset is unknown (Goka's tester), it keeps at most window
-// inputs (the head counts).
+// those at or above the partition's committed offset — and at most window of
+// them (the head counts), with their outputs. While capped is false it never
+// drops one of those that has outputs (they may not have been acknowledged;
+// awaitRoom bounds them to the window instead), only output-less ones beyond
+// the window: a redelivery of one at or above the commit then knows it had
+// none (replay). When capped, or the committed offset is unknown (Goka's
+// tester), the window alone bounds.
 func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool) {
 	for _, c := range env.GetCursors() {
 		next, known := int64(0), false
@@ -278,8 +280,16 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool)
 		}
 		keep := c.Pending[:0]
 		for _, back := range c.Pending {
-			if ((capped || !known) && len(keep) >= window-1) || (known && c.Offset-int64(back) < next) {
+			if known && c.Offset-int64(back) < next {
 				break // newest first: every later one is older still
+			}
+			if len(keep) >= window-1 {
+				if capped || !known {
+					break
+				}
+				if recordedAt(c, back) == nil {
+					continue // no outputs to lose
+				}
 			}
 			keep = append(keep, back)
 		}
@@ -298,7 +308,8 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool)
 			c.Sent = nil
 		}
 		// Legacy outputs of an ordered cursor: kept until every input they
-		// can belong to is committed, or the window has filled since.
+		// can belong to is committed, or (when capped) the window has
+		// filled since.
 		if (known && next > c.Offset) || ((capped || !known) && len(c.Pending) >= window-1) {
 			c.Recent = nil
 			dropLegacySent(env, c.GetTopic(), c.GetPartition())

@@ -44,3 +44,34 @@ func TestTrimKeepsUncommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimForgetsOnlyOutputLess: beyond the window, uncapped, an input with
+// no outputs is forgotten (nothing to re-emit), one with outputs is not; and
+// the window is full (awaitRoom waits) only with window inputs with outputs.
+func TestTrimForgetsOnlyOutputLess(t *testing.T) {
+	const window, n = 4, 12
+	env := &kitpb.Envelope{}
+	nothing := func(string, int32) (int64, bool) { return 0, true }
+	for off := range int64(n) {
+		var outs []*kitpb.Output
+		if off%3 == 0 { // 0, 3, 6, 9
+			outs = []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte{byte(off)}}}
+		}
+		advance(env, "in", 0, off, 0, 0, false, "k", outs)
+		trim(env, nothing, window, false)
+	}
+	c := cursorOf(env, "in", 0)
+	if got := len(c.GetSent()); got != 4 {
+		t.Errorf("outputs of %d inputs kept, want all 4 that had any", got)
+	}
+	// head 11, the 3 newest (10, 9, 8) and the older ones with outputs (6, 3, 0).
+	if got := 1 + len(c.GetPending()); got != 7 {
+		t.Errorf("%d inputs remembered, want 7 (pending %v)", got, c.GetPending())
+	}
+	if oldest, full := fullWindow(c, 0, window); !full || oldest != 0 {
+		t.Errorf("fullWindow = %d, %v; want 0, true (4 uncommitted inputs with outputs)", oldest, full)
+	}
+	if _, full := fullWindow(c, 1, window); full {
+		t.Error("window full with the oldest committed")
+	}
+}
