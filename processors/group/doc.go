@@ -52,12 +52,15 @@
 // offset — Goka commits an input after all its outputs are acknowledged, so
 // only then are they known to be in their topics — and it cannot be
 // redelivered except by a reset of the group's offsets. A key whose cursor
-// holds ReplayWindow uncommitted inputs (default DefaultReplayWindow; the
-// commits stalled, as in a broker outage) does not forget the oldest: its
-// next input waits until the commit passes it (awaitRoom; counted in
-// fencestream_replay_window_waits_total), which pauses only that partition
-// (earlier inputs keep being committed), and ends early when the partition
-// stops. A redelivery the cursor no longer remembers — after a reset of the
+// holds the outputs of ReplayWindow uncommitted inputs (default
+// DefaultReplayWindow; commits stall in a broker outage) does not forget the
+// oldest: its next input waits until the commit passes it (awaitRoom),
+// pausing only that partition — earlier inputs keep being committed — and no
+// longer than the partition runs; waits are counted in
+// fencestream_replay_window_waits_total. Inputs that emitted nothing do not
+// count: beyond the window they are forgotten, and a redelivery of one at or
+// above the commit knows it had no outputs.
+// A redelivery the cursor no longer remembers — after a reset of the
 // offsets — is not applied twice and never dead-lettered, but cannot be
 // re-emitted; it is counted
 // (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.

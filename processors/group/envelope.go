@@ -23,8 +23,8 @@ func enveloped(b []byte) bool {
 // DefaultReplayWindow is how many inputs per key and input partition the kit
 // remembers (with their outputs) by default. It remembers only those that can
 // be redelivered — at or above the group's committed offset, which it polls
-// from the broker — and applies no more of a key's inputs than this ahead of
-// the commit: the next waits for the commit (awaitRoom). Only when the
+// from the broker — and applies no more of a key's inputs that emitted than
+// this ahead of the commit: the next waits for the commit (awaitRoom). Only when the
 // committed offsets are unknown (Goka's tester) does the cap drop inputs.
 const DefaultReplayWindow = 32
 

@@ -153,8 +153,8 @@ const DefaultMaxSkew = 5 * time.Minute
 // ReplayWindow bounds how many inputs per key and input partition the kit
 // remembers with their outputs (default DefaultReplayWindow). It remembers
 // only those at or above the committed offset, and applies at most this many
-// of a key's inputs ahead of the commit: the next waits for the commit to
-// pass the oldest. Only when the committed offsets are unknown (Goka's
+// of a key's inputs that emitted ahead of the commit: the next waits for the
+// commit to pass the oldest (output-less inputs beyond it are forgotten). Only when the committed offsets are unknown (Goka's
 // tester) does it drop the oldest instead. A larger window lets a hot key run
 // further ahead of stalled commits at the cost of a larger table value.
 func ReplayWindow(n int) Opt { return func(c *runConfig) { c.window = n } }
