@@ -367,12 +367,12 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		outputs = recordedAt(cur, back).GetOutputs()
 	case sentFor(env, c.Topic(), c.Partition(), legacySeq) != nil:
 		outputs = sentFor(env, c.Topic(), c.Partition(), legacySeq).GetOutputs()
-	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)):
+	case remembered(cur, back) || (len(cur.GetRecent()) > 0 && inWindow(cur, legacySeq)) || c.uncommittedOutputLess():
 		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "no-outputs").Inc()
 		return
 	default:
 		c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "beyond-window").Inc()
-		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset, or beyond the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
+		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset: the group's offsets were reset, or commits are unknown and it fell out of the replay window); its effect is in the state, its outputs are not re-emitted", "topic", c.Topic(), "offset", c.Offset(), "applied_offset", cur.GetOffset())
 		return
 	}
 	c.grp.m.replays.WithLabelValues(c.grp.name, c.Topic(), "re-emitted").Inc()
@@ -383,6 +383,19 @@ func (c *Context[S, PS]) replay(env *kitpb.Envelope, cur *kitpb.Cursor, back, le
 		}
 		c.produce(o)
 	}
+}
+
+// uncommittedOutputLess reports whether the input, though not remembered, is
+// known to have had no outputs: against a broker trim forgets no input with
+// outputs at or above the committed offset, and commits only move forward
+// (but for a reset of the group's offsets, the one case no envelope covers).
+func (c *Context[S, PS]) uncommittedOutputLess() bool {
+	rt := &c.grp.rt
+	if !rt.waits || rt.committed == nil {
+		return false
+	}
+	next, ok := rt.committed(c.Topic(), c.Partition())
+	return ok && c.Offset() >= next
 }
 
 // digest is the FNV-1a digest of the input's encoding (deterministic, so a
@@ -466,7 +479,7 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 	if c.recording {
 		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
 	}
-	trim(env, c.grp.rt.committed, c.grp.rt.window)
+	trim(env, c.grp.rt.committed, c.grp.rt.window, !c.grp.rt.waits)
 	c.g.SetValue(env)
 	c.written = true
 	if c.deferredOn != 0 {

@@ -46,17 +46,28 @@
 // The memory is bounded by what can be redelivered: the processor polls the
 // group's committed offsets from the broker (every DefaultCommitPoll), and a
 // cursor keeps only the inputs at or above its partition's committed offset,
-// at most ReplayWindow of them (default DefaultReplayWindow), with the
-// outputs of those that emitted any; cursors are offset deltas (packed
-// varints), and an output keyed like its input is stored without its key. An
-// input below the committed offset cannot be redelivered except by a reset of
-// the group's offsets. A redelivery the cursor no longer remembers — after
-// such a reset, or more inputs of one key between two offset commits than the
-// window holds — is not applied twice and never dead-lettered, but cannot be
+// with the outputs of those that emitted any; cursors are offset deltas
+// (packed varints), and an output keyed like its input is stored without its
+// key. An input's outputs are forgotten only once it is below the committed
+// offset — Goka commits an input after all its outputs are acknowledged, so
+// only then are they known to be in their topics — and it cannot be
+// redelivered except by a reset of the group's offsets. A key whose cursor
+// holds the outputs of ReplayWindow uncommitted inputs (default
+// DefaultReplayWindow; commits stall in a broker outage) does not forget the
+// oldest: its next input waits until the commit passes it (awaitRoom),
+// pausing only that partition — earlier inputs keep being committed — and no
+// longer than the partition runs; waits are counted in
+// fencestream_replay_window_waits_total. Inputs that emitted nothing do not
+// count: beyond the window they are forgotten, and a redelivery of one at or
+// above the commit knows it had no outputs.
+// A redelivery the cursor no longer remembers — after a reset of the
+// offsets — is not applied twice and never dead-lettered, but cannot be
 // re-emitted; it is counted
 // (fencestream_replayed_inputs_total{result="beyond-window"}) and logged.
-// With Goka's tester the committed offsets are unknown (CommittedOffsets
-// replaces them) and the window alone bounds.
+// With Goka's tester nothing is committed or redelivered (CommittedOffsets
+// can emulate commits): nothing waits and the window alone bounds, dropping
+// the oldest; so it does with a broker whose committed offsets are unknown
+// (CommittedOffsets answering not ok).
 //
 // A group may keep its keys' decoded envelopes in memory (CacheEnvelopes), so
 // an input reads its key's envelope without a store read or a decode; a

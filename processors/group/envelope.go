@@ -20,11 +20,12 @@ func enveloped(b []byte) bool {
 	return len(b) >= len(envelopeMagic) && string(b[:len(envelopeMagic)]) == envelopeMagic
 }
 
-// DefaultReplayWindow caps how many inputs per key and input partition the kit
+// DefaultReplayWindow is how many inputs per key and input partition the kit
 // remembers (with their outputs) by default. It remembers only those that can
 // be redelivered — at or above the group's committed offset, which it polls
-// from the broker — so the cap matters only when a key has more inputs than
-// this between two offset commits, or the committed offsets are unknown.
+// from the broker — and applies no more of a key's inputs that emitted than
+// this ahead of the commit: the next waits for the commit (awaitRoom). Only when the
+// committed offsets are unknown (Goka's tester) does the cap drop inputs.
 const DefaultReplayWindow = 32
 
 // envelopeCodec is the Goka codec of a group table: values are *kitpb.Envelope.
@@ -267,9 +268,13 @@ func dropLegacySent(env *kitpb.Envelope, topic string, partition int32) {
 
 // trim keeps, per cursor, only the inputs that can still be redelivered —
 // those at or above the partition's committed offset — and at most window of
-// them (the head counts), with their outputs. When the committed offset is
-// unknown (no broker answer yet, Goka's tester) the window alone bounds.
-func trim(env *kitpb.Envelope, committed committedFunc, window int) {
+// them (the head counts), with their outputs. While capped is false it never
+// drops one of those that has outputs (they may not have been acknowledged;
+// awaitRoom bounds them to the window instead), only output-less ones beyond
+// the window: a redelivery of one at or above the commit then knows it had
+// none (replay). When capped, or the committed offset is unknown (Goka's
+// tester), the window alone bounds.
+func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool) {
 	for _, c := range env.GetCursors() {
 		next, known := int64(0), false
 		if committed != nil {
@@ -277,8 +282,16 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int) {
 		}
 		keep := c.Pending[:0]
 		for _, back := range c.Pending {
-			if len(keep) >= window-1 || (known && c.Offset-int64(back) < next) {
+			if known && c.Offset-int64(back) < next {
 				break // newest first: every later one is older still
+			}
+			if len(keep) >= window-1 {
+				if capped || !known {
+					break
+				}
+				if recordedAt(c, back) == nil {
+					continue // no outputs to lose
+				}
 			}
 			keep = append(keep, back)
 		}
@@ -297,8 +310,9 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int) {
 			c.Sent = nil
 		}
 		// Legacy outputs of an ordered cursor: kept until every input they
-		// can belong to is committed, or the window has filled since.
-		if (known && next > c.Offset) || len(c.Pending) >= window-1 {
+		// can belong to is committed, or (when capped) the window has
+		// filled since.
+		if (known && next > c.Offset) || ((capped || !known) && len(c.Pending) >= window-1) {
 			c.Recent = nil
 			dropLegacySent(env, c.GetTopic(), c.GetPartition())
 		}

@@ -24,7 +24,7 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 	env := &kitpb.Envelope{State: bare, HasState: true}
 	for i := range DefaultReplayWindow {
 		advance(env, "pings", 7, int64(i), uint64(1<<40+i*65536), 1, true, "veh-000123", nil)
-		trim(env, nil, DefaultReplayWindow)
+		trim(env, nil, DefaultReplayWindow, true)
 	}
 	wrapped, _ := encodeEnvelope(env)
 	out := []*kitpb.Output{{Topic: "fence-triggers", Key: "veh-000123", Value: make([]byte, 120)}}
@@ -51,7 +51,7 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 		start := wrapped
 		if tc.lean {
 			e, _ := decodeEnvelope(wrapped)
-			trim(e, func(string, int32) (int64, bool) { return DefaultReplayWindow, true }, DefaultReplayWindow)
+			trim(e, func(string, int32) (int64, bool) { return DefaultReplayWindow, true }, DefaultReplayWindow, true)
 			start, _ = encodeEnvelope(e)
 		}
 		b.Run(tc.name, func(b *testing.B) {
@@ -76,7 +76,7 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 				off := int64(DefaultReplayWindow + i)
 				advance(e, "pings", 7, off, uint64(1<<41+i), h.Sum64(), true, "veh-000123", out)
 				committed := func(string, int32) (int64, bool) { return off, tc.lean }
-				trim(e, committed, DefaultReplayWindow)
+				trim(e, committed, DefaultReplayWindow, true)
 				if _, err := encodeEnvelope(e); err != nil {
 					b.Fatal(err)
 				}
@@ -93,7 +93,7 @@ func TestAdvanceKeepsTheWindow(t *testing.T) {
 	out := []*kitpb.Output{{Topic: "t", Key: "k"}}
 	for _, off := range []int64{10, 20, 30, 40, 50} {
 		advance(env, "pings", 1, off, 0, 0, false, "k", out)
-		trim(env, nil, 4)
+		trim(env, nil, 4, true)
 	}
 	c := cursorOf(env, "pings", 1)
 	for off, want := range map[int64]bool{50: true, 40: true, 30: true, 20: true, 10: false} {
@@ -122,20 +122,20 @@ func TestTrimKeepsWhatCanBeRedelivered(t *testing.T) {
 	committed := func(topic string, _ int32) (int64, bool) { n, ok := next[topic]; return n, ok }
 	for _, off := range []int64{10, 20, 30, 40, 50} {
 		advance(env, "pings", 1, off, uint64(off)<<16, uint64(off), true, "k", out)
-		trim(env, committed, 32)
+		trim(env, committed, 32, true)
 	}
 	c := cursorOf(env, "pings", 1)
 	if len(c.GetPending()) != 4 || len(c.GetSent()) != 5 {
 		t.Fatalf("commits unknown: pending %v, %d recorded; want all 5 inputs", c.GetPending(), len(c.GetSent()))
 	}
 	next["pings"] = 30 // 10 and 20 are committed
-	trim(env, committed, 32)
+	trim(env, committed, 32, true)
 	if !slices.Equal(c.GetPending(), []uint64{10, 20}) || len(c.GetSent()) != 3 || recordedAt(c, 30) != nil {
 		t.Errorf("committed up to 30: pending %v, recorded %v; want 40 and 30 pending, 3 recorded", c.GetPending(), c.GetSent())
 	}
 	next["pings"] = 51
 	advance(env, "timers", 1, 7, 0, 0, false, "k", nil) // another partition's write trims this one
-	trim(env, committed, 32)
+	trim(env, committed, 32, true)
 	if len(c.GetPending()) != 0 || len(c.GetSent()) != 0 || c.GetOffset() != 50 || c.GetSeq() != 50<<16 || c.GetDigest() != 50 {
 		t.Errorf("all committed: cursor %v; want the position alone", c)
 	}
@@ -175,7 +175,7 @@ func TestLegacyEnvelopeStillDecodes(t *testing.T) {
 	}
 	// The unordered timer cursor migrates exactly on its next input.
 	advance(env, "debouncer-timers", 7, 30, 0, 0, false, "veh-000123", nil)
-	trim(env, nil, 4)
+	trim(env, nil, 4, true)
 	timers := cursorOf(env, "debouncer-timers", 7)
 	if !slices.Equal(timers.GetPending(), []uint64{8, 9, 10}) || len(timers.GetSent()) != 3 || recordedAt(timers, 8) == nil || recordedAt(timers, 10) == nil {
 		t.Errorf("migrated timer cursor %v", timers)

@@ -95,6 +95,11 @@ type runtime struct {
 	maxTimers  int
 	timerEvery time.Duration
 	committed  committedFunc // nil: unknown
+	// waits: a key's inputs wait for the commit rather than be trimmed
+	// ahead of it (awaitRoom); off under Goka's tester, which commits
+	// nothing. hurry, when set, polls the commits faster while one waits.
+	waits bool
+	hurry func() (release func())
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -354,6 +359,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 			c.release()
 			return
 		}
+		c.awaitRoom()
 		if ordered {
 			c.inDigest = c.digest() // before the handler, which may change msg
 		}

@@ -19,7 +19,7 @@ import (
 type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
 	stateDamaged, processorRestarts, stateUndecodable,
-	timersFired, timerErrors, timerTicks, lateRecords *prometheus.CounterVec
+	timersFired, timerErrors, timerTicks, lateRecords, windowWaits *prometheus.CounterVec
 	recovery *recoveryCollector
 	// processed holds recordsProcessed's series by input (processedKey), so
 	// a record does not pay for the label lookup.
@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"New records whose HLC did not increase for their key, dead-lettered (stale: lower; duplicate: the same HLC as the last applied, different bytes).",
 			"group", "topic", "kind"),
 		replays: counterVec("fencestream_replayed_inputs_total",
-			"Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets or more inputs between two commits than the replay window; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
+			"Inputs already applied to their key's state, not applied again, by result: re-emitted (a redelivery whose recorded outputs were produced again), no-outputs (a redelivery that had none), beyond-window (a redelivery older than what the envelope remembers, after a reset of the group's offsets; its effect is in the state, its outputs are not re-emitted) — a copy of the last applied record at a new offset (the same HLC and bytes) counts as its redelivery.",
 			"group", "topic", "result"),
 		handlerPanics: counterVec("fencestream_handler_panics_total",
 			"Handler calls that panicked; each input was dead-lettered (reason panic) and its state changes dropped.",
@@ -83,6 +83,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lateRecords: counterVec("fencestream_window_late_records_total",
 			"Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
 			"group", "windows"),
+		windowWaits: counterVec("fencestream_replay_window_waits_total",
+			"Times an input waited before being applied, its key having ReplayWindow inputs on its partition that the group had not committed yet (commits stalled, as in a broker outage, or one key hotter than the window per commit); one per wait.",
+			"group", "topic"),
 		recovery: newRecoveryCollector(),
 	}
 	if reg == nil {
@@ -90,7 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
-		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords} {
+		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits} {
 		var err error
 		*c, err = RegisterCollector(reg, *c)
 		errs = append(errs, err)

@@ -150,12 +150,13 @@ func Registerer(reg prometheus.Registerer) Opt { return func(c *runConfig) { c.r
 // key (every later input would look stale).
 const DefaultMaxSkew = 5 * time.Minute
 
-// ReplayWindow caps how many inputs per key and input partition the kit
+// ReplayWindow bounds how many inputs per key and input partition the kit
 // remembers with their outputs (default DefaultReplayWindow). It remembers
-// only those at or above the committed offset; the cap matters when a key has
-// more inputs than this between two commits, or the committed offsets are
-// unknown. A larger window re-emits more of such a burst at the cost of a
-// larger table value.
+// only those at or above the committed offset, and applies at most this many
+// of a key's inputs that emitted ahead of the commit: the next waits for the
+// commit to pass the oldest (output-less inputs beyond it are forgotten). Only when the committed offsets are unknown (Goka's
+// tester) does it drop the oldest instead. A larger window lets a hot key run
+// further ahead of stalled commits at the cost of a larger table value.
 func ReplayWindow(n int) Opt { return func(c *runConfig) { c.window = n } }
 
 // MaxClockSkew sets how far ahead of the wall clock an ordered input's HLC may
@@ -171,7 +172,8 @@ func Clock(now func() time.Time) Opt { return func(c *runConfig) { c.now = now }
 // per input partition (default: polled from the broker every
 // DefaultCommitPoll; with Tester: unknown, so only ReplayWindow bounds the
 // envelopes). next is the offset a restart would consume first; ok false
-// when unknown. For tests and measurements that emulate commits.
+// when unknown (the window then drops the oldest instead of waiting). For
+// tests and measurements that emulate commits.
 func CommittedOffsets(f func(topic string, partition int32) (next int64, ok bool)) Opt {
 	return func(c *runConfig) { c.committed = f }
 }

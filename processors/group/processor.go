@@ -124,7 +124,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	var commits *commitWatch
 	if cfg.committed == nil && cfg.tester == nil {
-		commits = &commitWatch{}
+		commits = newCommitWatch()
 	}
 	m, err := newMetrics(cfg.registerer)
 	if err != nil {
@@ -151,7 +151,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		in.cacheStates, in.states = in.states != nil, nil
 	}
 	if commits != nil {
-		in.rt.committed = commits.committed
+		in.rt.committed, in.rt.hurry = commits.committed, commits.hurry
 	}
 	gg, err := g.graph(in)
 	if err != nil {
@@ -314,7 +314,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 // instance makes a build of g with the options of cfg.
 func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
-		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed}}
+		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil}}
 	in.digestBufs.New = func() any { b := make([]byte, 0, 256); return &b }
 	return in
 }
