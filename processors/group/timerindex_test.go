@@ -351,3 +351,42 @@ func BenchmarkFireTimers(b *testing.B) {
 		b.ReportMetric(float64(prod.n)/float64(b.N), "ticks/op")
 	})
 }
+
+// A handled tick asks for the partition's next batch once half of the batch
+// is handled and only if the last look left due keys behind: one wake per
+// batch, and none when nothing more is due (no wake loop while idle).
+func TestTimerIndexAsksForARefillAtHalfTheBatch(t *testing.T) {
+	pt := newPartTimers()
+	for i := range 6 {
+		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+	}
+	handle := func(key string) bool { // as a tick's commit does: set, then handled
+		pt.set(key, nil)
+		return pt.handled(key)
+	}
+	first, _ := pt.due(0, 100, 1, 0, 4)
+	if len(first) != 4 {
+		t.Fatalf("first look sent %d, batch 4", len(first))
+	}
+	if handle(first[0]) {
+		t.Fatal("a refill asked for with 3 of 4 in flight")
+	}
+	if !handle(first[1]) {
+		t.Fatal("no refill asked for with 2 of 4 in flight and 2 keys due")
+	}
+	if handle(first[2]) {
+		t.Fatal("a second refill asked for before the first was served")
+	}
+	next, _ := pt.due(0, 100, 1, 0, 4) // the refill: 1 in flight, 2 due
+	if len(next) != 2 || next[0] != "4" || next[1] != "5" {
+		t.Fatalf("the refill sent %v, want [4 5]", next)
+	}
+	for _, key := range append(first[3:], next...) {
+		if handle(key) {
+			t.Fatalf("a refill asked for on handling %s with nothing more due", key)
+		}
+	}
+	if pt.size() != 0 || pt.nFlying != 0 {
+		t.Fatalf("index holds %d keys, %d in flight; want none", pt.size(), pt.nFlying)
+	}
+}
