@@ -43,6 +43,7 @@ type keySlot struct {
 	// none). A key with a tick in flight is in neither heap.
 	sentMs int64
 	gen    uint32 // bumped when the slot is reused, so stale flights are known
+	look   uint32 // partTimers.look when its last tick was sent
 }
 
 // hent is a heap entry: at is never after its key's due time on the heap's
@@ -76,6 +77,7 @@ type partTimers struct {
 	more     bool
 	refillAt int
 	refill   atomic.Bool // the driver is asked to look at this partition now
+	look     uint32      // counts the looks (not the refills) at the partition
 }
 
 func newPartTimers() *partTimers { return &partTimers{slots: map[string]int32{}} }
@@ -225,9 +227,17 @@ func (p *partTimers) land(id int32) {
 // returns them. Ticks in flight since before resendBefore count as lost
 // (sent to a previous owner of the partition, or failed) and their keys are
 // due again. The second result is how many keys it read.
-func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int) (keys []string, read int) {
+//
+// A refill (refill true) sends no key twice between two looks: a handler
+// that re-arms its timer in the past is due again at once, and would
+// otherwise fire as fast as the partition can go; it waits for the next look
+// (and so do the keys behind it), as before there were refills.
+func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int, refill bool) (keys []string, read int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !refill {
+		p.look++
+	}
 	// Lost ticks: the oldest flights first. Flights of handled or removed
 	// keys are dropped on the way.
 	n := 0
@@ -268,18 +278,22 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 				fixes++
 				continue
 			}
+			if refill && s.look == p.look {
+				break // sent since the last look: its next tick waits for the next look
+			}
 			read++
 			for cc := range 2 {
 				if s.pos[cc] >= 0 {
 					p.heapRemove(cc, s.pos[cc])
 				}
 			}
+			s.look = p.look
 			s.sentMs = nowMs
 			p.nFlying++
 			p.flights = append(p.flights, flight{slot: id, gen: s.gen, sentMs: nowMs})
 			keys = append(keys, s.key)
 		}
-		if len(*h) > 0 && (*h)[0].at <= bounds[c] {
+		if len(*h) > 0 && (*h)[0].at <= bounds[c] && (!refill || p.keys[(*h)[0].slot].look != p.look) {
 			p.more = true
 		}
 	}
@@ -457,6 +471,16 @@ func (x *timerIndex) handled(p int32, key string) {
 		default: // a wake is pending already; it looks at every partition asking
 		}
 	}
+}
+
+// refillAsked reports whether a partition waits for a refill.
+func (x *timerIndex) refillAsked() bool {
+	for _, pt := range x.partitions() {
+		if pt.refill.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // storageBuilder wraps the group table's stores so each partition's index is
