@@ -77,8 +77,9 @@ const tickName = "kit-timers"
 // a partition is refilled when half have been handled. Small, because an
 // input that arrives during a burst waits behind about partitions × batch ×
 // a tick's cost / cores: with 24 partitions on 2 cores, 2,000 stalled input
-// 8.7 s when 196,000 timers fell due at once, 64 stalled it 0.24 s, and the
-// burst took as long (fencectl bench scale --devices 200000).
+// 8.7-19 s when 196,000 timers fell due at once, 64 stalled it 0.17-0.72 s;
+// the burst's duration stayed within the runs' noise, perhaps at some more
+// CPU per tick (fencectl bench scale --devices 200000, a loaded machine).
 const DefaultTimerBatch = 64
 
 // SetTimer sets (or moves) the key's timer name to fire at on the given clock.
