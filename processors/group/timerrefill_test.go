@@ -18,7 +18,8 @@ import (
 )
 
 // Issue 16 item 1: many timers due at once do not hold a partition's input
-// back. 2,000 keys of one partition (the old default batch) are due at once;
+// back. 2,000 keys of one partition (the old default batch) are due at once,
+// with a batch of 64;
 // one look is made, and a ping is sent once the first timer has fired. The
 // ping must be applied before most of the burst's timers have fired: only a
 // small batch of ticks is in flight ahead of it, and the rest are sent as those are handled
@@ -68,7 +69,8 @@ func TestTimerBurstDoesNotQueueAheadOfInput(t *testing.T) {
 	})
 	wall := &wallClock{at: time.UnixMilli(base)}
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := g.Processor(ctx, cl, group.StateDir(t.TempDir()), group.Clock(wall.now), group.TimerInterval(time.Hour))
+	p, err := g.Processor(ctx, cl, group.StateDir(t.TempDir()), group.Clock(wall.now), group.TimerInterval(time.Hour),
+		group.TimerBatch(64)) // well below keys/2 whatever the default, so the bound below has margin
 	if err != nil {
 		cancel()
 		t.Fatal(err)

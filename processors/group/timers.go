@@ -76,11 +76,12 @@ const tickName = "kit-timers"
 // partition: a look sends at most this many minus those not yet handled, and
 // a partition is refilled when half have been handled. Small, because an
 // input that arrives during a burst waits behind about partitions × batch ×
-// a tick's cost / cores: with 24 partitions on 2 cores, 2,000 stalled input
-// 8.7-19 s when 196,000 timers fell due at once, 64 stalled it 0.17-0.72 s;
-// the burst's duration stayed within the runs' noise, perhaps at some more
-// CPU per tick (fencectl bench scale --devices 200000, a loaded machine).
-const DefaultTimerBatch = 64
+// a tick's cost / cores; not smaller, because smaller batches cost more CPU
+// per tick (more, smaller produce requests and fetches). With 24 partitions
+// on 2 cores and 196,000 timers due at once, 2,000 stalled input 4-19 s; 256
+// stalled it 0.14-0.33 s at the old burst's CPU; 64 stalled it 0.13-0.72 s
+// at 15-25 % more CPU (fencectl bench scale --devices 200000).
+const DefaultTimerBatch = 256
 
 // SetTimer sets (or moves) the key's timer name to fire at on the given clock.
 // It is stored with the state when the handler returns, so it survives restarts
