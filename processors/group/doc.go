@@ -98,9 +98,11 @@
 // key's timers (or deletes the key) updates it; hot standbys keep none. The
 // processor looks at the index every TimerInterval — no table value is read,
 // so a look costs the due keys, not the held ones — and sends a tick for each
-// key with a due timer (at most TimerBatch in flight per partition, so a
-// fleet falling due at once is fired in batches between the inputs) to the
-// group's own <group>-timers topic (Goka allows one loop per group,
+// key with a due timer (at most TimerBatch in flight per partition; when half
+// of them have been handled and more keys are due, the partition's next batch
+// is sent at once rather than at the next look, so a fleet falling due at once
+// fires at the speed of its handlers while inputs queue behind only a small
+// batch) to the group's own <group>-timers topic (Goka allows one loop per group,
 // and the application may need it); the tick records the stream time and wall
 // clock it was judged at, and the key's due timers fire in due-time order in
 // that record's callback (OnTimer). So a timer's effect and outputs are

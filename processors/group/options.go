@@ -189,9 +189,10 @@ func MaxTimers(n int) Opt { return func(c *runConfig) { c.maxTimers = n } }
 func TimerInterval(d time.Duration) Opt { return func(c *runConfig) { c.timerEvery = d } }
 
 // TimerBatch sets how many ticks may be in flight per partition (default
-// DefaultTimerBatch): when many timers fall due at once, each look sends at
-// most this many per partition, so the ticks queued ahead of a partition's
-// input stay short, and the rest follow in later looks.
+// DefaultTimerBatch): when many timers fall due at once, at most this many are
+// queued ahead of a partition's input, and the next batch is sent as soon as
+// half of them are handled. A larger batch sends fewer, larger produce
+// requests but makes input wait longer during a burst.
 func TimerBatch(n int) Opt { return func(c *runConfig) { c.timerBatch = n } }
 
 // IdleStreamTime makes a partition that has processed no record for d of wall

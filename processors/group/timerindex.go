@@ -43,6 +43,7 @@ type keySlot struct {
 	// none). A key with a tick in flight is in neither heap.
 	sentMs int64
 	gen    uint32 // bumped when the slot is reused, so stale flights are known
+	look   uint32 // partTimers.look when its last tick was sent
 }
 
 // hent is a heap entry: at is never after its key's due time on the heap's
@@ -69,6 +70,14 @@ type partTimers struct {
 	heaps   [2][]hent // per clock, a min-heap by at
 	flights []flight
 	nFlying int
+	// more: the last look at the partition stopped at its batch (or its
+	// budget of heap fixes) with due keys left; refillAt is the in-flight
+	// count at or below which a handled tick asks for the next batch
+	// (handled), instead of the rest waiting for the next look.
+	more     bool
+	refillAt int
+	refill   atomic.Bool // the driver is asked to look at this partition now
+	look     uint32      // counts the looks (not the refills) at the partition
 }
 
 func newPartTimers() *partTimers { return &partTimers{slots: map[string]int32{}} }
@@ -185,15 +194,23 @@ func (p *partTimers) place(id int32, c int) {
 }
 
 // handled notes that the tick sent for key has been handled: the key is
-// looked at again (set, called with what the tick left, follows it).
-func (p *partTimers) handled(key string) {
+// looked at again (set, called with what the tick left, comes first; a key
+// whose timers all fired has left the index there). It reports whether the
+// partition should be looked at now: its last look left due keys behind and
+// its ticks in flight have fallen to half the batch, so the next batch is
+// sent while the rest of this one is still queued, and no partition's input
+// has more than a batch of ticks ahead of it.
+func (p *partTimers) handled(key string) (refill bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	id, ok := p.slots[key]
-	if !ok || p.keys[id].sentMs == 0 {
-		return
+	if id, ok := p.slots[key]; ok && p.keys[id].sentMs != 0 {
+		p.land(id)
 	}
-	p.land(id)
+	if p.more && p.nFlying <= p.refillAt {
+		p.more = false // one wake per batch; the look that follows sets it again
+		return true
+	}
+	return false
 }
 
 // land ends slot id's flight and puts it back in the heaps.
@@ -210,9 +227,17 @@ func (p *partTimers) land(id int32) {
 // returns them. Ticks in flight since before resendBefore count as lost
 // (sent to a previous owner of the partition, or failed) and their keys are
 // due again. The second result is how many keys it read.
-func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int) (keys []string, read int) {
+//
+// A refill (refill true) sends no key twice between two looks: a handler
+// that re-arms its timer in the past is due again at once, and would
+// otherwise fire as fast as the partition can go; it waits for the next look
+// (and so do the keys behind it), as before there were refills.
+func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int, refill bool) (keys []string, read int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !refill {
+		p.look++
+	}
 	// Lost ticks: the oldest flights first. Flights of handled or removed
 	// keys are dropped on the way.
 	n := 0
@@ -234,12 +259,13 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 	}
 	bounds := [2]int64{streamMs, wallMs}
 	// Entries of timers moved later are corrected as they come up, at most
-	// a few batches' worth per look, so a look never holds the partition's
-	// index long (after a jump of stream time, say); the rest wait.
-	fixes := 0
+	// maxFixes per look, so a look never holds the partition's index long
+	// (after a jump of stream time, say); the rest wait.
+	fixes, maxFixes := 0, max(4*batch, minTimerFixes)
+	p.more, p.refillAt = false, batch/2
 	for c := range 2 {
 		h := &p.heaps[c]
-		for len(*h) > 0 && p.nFlying < batch && fixes < 4*batch {
+		for len(*h) > 0 && p.nFlying < batch && fixes < maxFixes {
 			top := (*h)[0]
 			if top.at > bounds[c] {
 				break
@@ -252,20 +278,34 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int)
 				fixes++
 				continue
 			}
+			if refill && s.look == p.look {
+				break // sent since the last look: its next tick waits for the next look
+			}
 			read++
 			for cc := range 2 {
 				if s.pos[cc] >= 0 {
 					p.heapRemove(cc, s.pos[cc])
 				}
 			}
+			s.look = p.look
 			s.sentMs = nowMs
 			p.nFlying++
 			p.flights = append(p.flights, flight{slot: id, gen: s.gen, sentMs: nowMs})
 			keys = append(keys, s.key)
 		}
+		if len(*h) > 0 && (*h)[0].at <= bounds[c] && (!refill || p.keys[(*h)[0].slot].look != p.look) {
+			p.more = true
+		}
 	}
 	return keys, read
 }
+
+// minTimerFixes is the least number of moved-later heap entries a look
+// corrects per partition (four default batches when the default was 2,000):
+// keys that re-arm their timers on every input, as the debouncer's do, need
+// their entries corrected at the rate their old times pass, whatever the
+// batch of ticks.
+const minTimerFixes = 8000
 
 func (p *partTimers) compactFlights() {
 	kept := p.flights[:0]
@@ -367,12 +407,16 @@ type timerIndex struct {
 	parts  map[int32]*partTimers
 	active map[int32]bool // the current assignment (Goka's rebalance callback)
 
+	// wake asks the timer driver to look at the partitions whose refill is
+	// set (timerIndex.handled); capacity 1, sent to without blocking.
+	wake chan struct{}
+
 	// Counters the tests and benchmarks read (Processor.TimerStats).
-	looks, keysRead, ticksSent, rebuilt atomic.Int64
+	looks, refills, keysRead, ticksSent, rebuilt atomic.Int64
 }
 
 func newTimerIndex(table string, log *slog.Logger) *timerIndex {
-	return &timerIndex{table: table, log: log, parts: map[int32]*partTimers{}, active: map[int32]bool{}}
+	return &timerIndex{table: table, log: log, parts: map[int32]*partTimers{}, active: map[int32]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // assigned records the partitions this instance processes from now on (a
@@ -417,11 +461,26 @@ func (x *timerIndex) remove(p int32, key string) {
 	}
 }
 
-// handled notes that the tick of key on partition p was handled.
+// handled notes that the tick of key on partition p was handled, and wakes
+// the timer driver (without waiting) if the partition's next batch is due.
 func (x *timerIndex) handled(p int32, key string) {
-	if pt := x.part(p); pt != nil {
-		pt.handled(key)
+	if pt := x.part(p); pt != nil && pt.handled(key) {
+		pt.refill.Store(true)
+		select {
+		case x.wake <- struct{}{}:
+		default: // a wake is pending already; it looks at every partition asking
+		}
 	}
+}
+
+// refillAsked reports whether a partition waits for a refill.
+func (x *timerIndex) refillAsked() bool {
+	for _, pt := range x.partitions() {
+		if pt.refill.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // storageBuilder wraps the group table's stores so each partition's index is

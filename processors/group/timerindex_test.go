@@ -63,13 +63,13 @@ func TestTimerIndexAgreesWithTheTimers(t *testing.T) {
 			}
 		}
 		streamMs, wallMs := int64(r.IntN(1000)), int64(r.IntN(1000))
-		got, read := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30)
+		got, read := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30, false)
 		slices.Sort(got)
 		want := m.due(streamMs, wallMs)
 		if !slices.Equal(got, want) || read != len(want) {
 			t.Fatalf("round %d: due %v (read %d), want %v", round, got, read, want)
 		}
-		if again, _ := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30); len(again) != 0 {
+		if again, _ := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30, false); len(again) != 0 {
 			t.Fatalf("round %d: ticks in flight sent again at once: %v", round, again)
 		}
 		// Half the ticks are handled (the handler fires the due timers);
@@ -86,7 +86,7 @@ func TestTimerIndexAgreesWithTheTimers(t *testing.T) {
 				delete(m, k)
 			}
 		}
-		lost, _ := pt.due(streamMs, wallMs, int64(round+2), int64(round+1), 1<<30)
+		lost, _ := pt.due(streamMs, wallMs, int64(round+2), int64(round+1), 1<<30, false)
 		slices.Sort(lost)
 		if want := m.due(streamMs, wallMs); !slices.Equal(lost, want) {
 			t.Fatalf("round %d: resent %v, want %v", round, lost, want)
@@ -105,16 +105,16 @@ func TestTimerIndexBatchBoundsTicksInFlight(t *testing.T) {
 	for i := range 10 {
 		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
 	}
-	first, _ := pt.due(0, 100, 1, 0, 4)
+	first, _ := pt.due(0, 100, 1, 0, 4, false)
 	if len(first) != 4 {
 		t.Fatalf("first look sent %d, batch 4", len(first))
 	}
-	if more, _ := pt.due(0, 100, 1, 0, 4); len(more) != 0 {
+	if more, _ := pt.due(0, 100, 1, 0, 4, false); len(more) != 0 {
 		t.Fatalf("sent %v with 4 in flight", more)
 	}
 	pt.handled(first[0])
 	pt.set(first[0], nil)
-	if more, _ := pt.due(0, 100, 1, 0, 4); len(more) != 1 || more[0] != "4" {
+	if more, _ := pt.due(0, 100, 1, 0, 4, false); len(more) != 1 || more[0] != "4" {
 		t.Fatalf("after one handled: %v, want [4]", more)
 	}
 }
@@ -167,7 +167,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 		pt := benchIndex(benchKeys)
 		c0 := cpuNs(b)
 		for b.Loop() {
-			if keys, _ := pt.due(0, 0, 1, 0, DefaultTimerBatch); len(keys) != 0 {
+			if keys, _ := pt.due(0, 0, 1, 0, DefaultTimerBatch, false); len(keys) != 0 {
 				b.Fatal("due")
 			}
 		}
@@ -207,7 +207,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 			}
 			b.StartTimer()
 			c0 := cpuNs(b)
-			sent, _ = pt.due(now, now, now, 0, DefaultTimerBatch)
+			sent, _ = pt.due(now, now, now, 0, DefaultTimerBatch, false)
 			cpu += cpuNs(b) - c0
 		}
 		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
@@ -350,4 +350,63 @@ func BenchmarkFireTimers(b *testing.B) {
 		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(prod.n)/float64(b.N), "ticks/op")
 	})
+}
+
+// A handled tick asks for the partition's next batch once half of the batch
+// is handled and only if the last look left due keys behind: one wake per
+// batch, and none when nothing more is due (no wake loop while idle).
+func TestTimerIndexAsksForARefillAtHalfTheBatch(t *testing.T) {
+	pt := newPartTimers()
+	for i := range 6 {
+		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+	}
+	handle := func(key string) bool { // as a tick's commit does: set, then handled
+		pt.set(key, nil)
+		return pt.handled(key)
+	}
+	first, _ := pt.due(0, 100, 1, 0, 4, false)
+	if len(first) != 4 {
+		t.Fatalf("first look sent %d, batch 4", len(first))
+	}
+	if handle(first[0]) {
+		t.Fatal("a refill asked for with 3 of 4 in flight")
+	}
+	if !handle(first[1]) {
+		t.Fatal("no refill asked for with 2 of 4 in flight and 2 keys due")
+	}
+	if handle(first[2]) {
+		t.Fatal("a second refill asked for before the first was served")
+	}
+	next, _ := pt.due(0, 100, 1, 0, 4, true) // the refill: 1 in flight, 2 due
+	if len(next) != 2 || next[0] != "4" || next[1] != "5" {
+		t.Fatalf("the refill sent %v, want [4 5]", next)
+	}
+	for _, key := range append(first[3:], next...) {
+		if handle(key) {
+			t.Fatalf("a refill asked for on handling %s with nothing more due", key)
+		}
+	}
+	if pt.size() != 0 || pt.nFlying != 0 {
+		t.Fatalf("index holds %d keys, %d in flight; want none", pt.size(), pt.nFlying)
+	}
+
+	// A handler that re-arms its timer in the past is due again at once: a
+	// refill does not send it again, the next look does.
+	for i := range 4 {
+		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+	}
+	first, _ = pt.due(0, 100, 1, 0, 2, false)
+	past := []*kitpb.Timer{{AtMs: -1, Kind: kitpb.TimerKind_TIMER_KIND_WALL}}
+	pt.set(first[0], past)
+	if !pt.handled(first[0]) {
+		t.Fatal("no refill asked for with 1 of 2 in flight and 2 keys due")
+	}
+	pt.set(first[1], past)
+	pt.handled(first[1])
+	if next, _ := pt.due(0, 100, 1, 0, 2, true); len(next) != 0 {
+		t.Fatalf("the refill sent %v: keys it sent since the last look", next)
+	}
+	if next, _ := pt.due(0, 100, 1, 0, 2, false); len(next) != 2 || next[0] != first[0] {
+		t.Fatalf("the next look sent %v, want the re-armed keys first", next)
+	}
 }
