@@ -194,12 +194,10 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 	// they were last written: no store read, and no decode of the envelope
 	// or the state (decoding was a third of the counts' CPU). Handlers never
 	// keep a record past their callback.
-	for _, cache := range []func(int){
-		func(n int) { group.CacheEnvelopes(counts, n); group.CacheStates(counts, n) },
-		func(n int) { group.CacheEnvelopes(members, n); group.CacheStates(members, n) },
-	} {
-		cache(stateCacheBytes)
-	}
+	group.CacheEnvelopes(counts, stateCacheBytes)
+	group.CacheStates(counts, stateCacheBytes) // kept in the envelopes' entries, under their budget
+	group.CacheEnvelopes(members, stateCacheBytes)
+	group.CacheStates(members, stateCacheBytes)
 	group.Stream(counts, geofence.TopicOccupancyChanges, func(c *Context, ch *geofencepb.OccupancyChange) error {
 		return handleChange(c, ch, tp.Partitions, cfg.limits, m)
 	})
