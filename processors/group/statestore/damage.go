@@ -146,9 +146,11 @@ func (h *health) markDamaged(cause error) error {
 
 // markUnwritable records that the table's directory refuses writes.
 func (h *health) markUnwritable(cause error) error {
-	err := unwritableErr(h.path, cause)
-	h.broken.CompareAndSwap(nil, &err)
-	err = *h.broken.Load()
+	mine := unwritableErr(h.path, cause)
+	h.broken.CompareAndSwap(nil, &mine)
+	// The first error stays; mine is not written again once its address
+	// may be shared (readers load it through h.broken without a lock).
+	err := *h.broken.Load()
 	h.reportBroken.Do(func() {
 		h.cfg.log.Error("state directory cannot be written; stopping", "table", h.path, "err", cause)
 		if h.cfg.onUnwritable != nil {
