@@ -26,7 +26,7 @@ func TestLinkedModuleRunsInTheAllInOne(t *testing.T) {
 	out := &embeddedtest.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--data", data, "--listen", "127.0.0.1:0", "--devices", "20", "--partitions", "6"}, out, out)
+		done <- run(ctx, []string{"--data", data, "--listen", "127.0.0.1:0", "--broker-port", "0", "--devices", "20", "--partitions", "6"}, out, out)
 	}()
 	t.Cleanup(func() {
 		cancel()
