@@ -149,6 +149,7 @@ const faultPartitions = 2
 type reorderRun struct {
 	sc                            *scenario // the triggers produced
 	changes                       []*geofencepb.OccupancyChange
+	distinct, want                int // distinct changes read, and how many the triggers flip
 	requests, injected, overtakes int
 	// replayed is each fence's record after applying the changes in the
 	// order they sit on occupancy-changes, as the occupancy group does.
@@ -217,7 +218,15 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 			return rep.Total == 0, rep.String()
 		})
 	}
-	waitFor(t, 60*time.Second, "no request held, all triggers and changes consumed", func() (bool, string) {
+	// Lag alone does not say every change is written: a trigger's offset
+	// may be committed past one whose changes are still being retried. So
+	// wait for as many distinct changes as the triggers flip.
+	out.want = expectedChanges(out.sc)
+	clog := newChangeLog(t, cl)
+	waitFor(t, 60*time.Second, "every change written and read, no request held, both groups caught up", func() (bool, string) {
+		if n := clog.poll(ctx); n < out.want {
+			return false, fmt.Sprintf("%d of %d changes", n, out.want)
+		}
 		if _, holds, injected, _ := f.counts(); holds != injected {
 			return false, "a request is held"
 		}
@@ -234,14 +243,6 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 		t.Fatalf("the fault fired %d times, want %d: too few produce requests (%d)", out.injected, f.budget, out.requests)
 	}
 
-	out.changes = readChanges(t, cl, adm)
-	out.replayed = replay(out.changes)
-	var dropped uint64
-	for _, occ := range out.replayed {
-		dropped += occ.GetDuplicatesDropped()
-	}
-	t.Logf("%d changes on occupancy-changes, %d of them dropped by the count as at or below its source_next", len(out.changes), dropped)
-
 	// The occupancy group read the same topic: its table must come to the
 	// replay, whatever the replay says.
 	counts, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
@@ -250,6 +251,9 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 	}
 	grouptest.RunView(t, counts)
 	waitFor(t, 30*time.Second, "occupancy-table equals the replay of occupancy-changes", func() (bool, string) {
+		clog.poll(ctx) // a late re-send, if any, is in both
+		out.changes, out.distinct = clog.changes, len(clog.distinct)
+		out.replayed = replay(out.changes)
 		view := map[string]*geofencepb.Occupancy{}
 		for f, want := range out.replayed {
 			got, err := counts.Get(f)
@@ -264,7 +268,61 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 		out.view = view
 		return true, ""
 	})
+	var dropped uint64
+	for _, occ := range out.replayed {
+		dropped += occ.GetDuplicatesDropped()
+	}
+	t.Logf("%d changes on occupancy-changes (%d distinct, %d expected), %d of them dropped by the count as at or below its source_next",
+		len(out.changes), out.distinct, out.want, dropped)
 	return out
+}
+
+// expectedChanges is how many changes occupancy-members sends for sc's
+// triggers: one per flip or DWELL, each device's triggers in order.
+func expectedChanges(sc *scenario) int {
+	n := 0
+	for _, dev := range sc.devices {
+		m := &geofencepb.DeviceMembership{DeviceId: dev}
+		for _, tr := range sc.byDevice[dev] {
+			if _, send, _ := occupancy.ApplyTrigger(m, tr, occupancy.Limits{}); send {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// changeLog reads occupancy-changes from the start, each partition in order.
+type changeLog struct {
+	t        *testing.T
+	c        *kgo.Client
+	changes  []*geofencepb.OccupancyChange
+	distinct map[string]bool // fence/source partition/source offset
+}
+
+func newChangeLog(t *testing.T, cl cluster.Config) *changeLog {
+	return &changeLog{
+		t:        t,
+		c:        embeddedtest.Client(t, cl, kgo.ConsumeTopics(geofence.TopicOccupancyChanges), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())),
+		distinct: map[string]bool{},
+	}
+}
+
+// poll reads what one fetch returns within a moment and says how many
+// distinct changes have been read.
+func (l *changeLog) poll(ctx context.Context) int {
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	codec := codecs.For[geofencepb.OccupancyChange]()
+	for _, r := range l.c.PollFetches(pctx).Records() {
+		ch, err := codec.Unmarshal(r.Value)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		l.changes = append(l.changes, ch)
+		l.distinct[fmt.Sprintf("%s/%d/%d", ch.GetFenceId(), ch.GetSourcePartition(), ch.GetSourceOffset())] = true
+	}
+	return len(l.distinct)
 }
 
 // replay applies changes to fresh fence records in their order, as the
@@ -377,6 +435,9 @@ func TestOccupancyCountsExactUnderProduceRetries(t *testing.T) {
 			if run.overtakes != 0 {
 				t.Errorf("%d produce requests for occupancy-changes overtook a held one for the same partition", run.overtakes)
 			}
+			if run.distinct != run.want {
+				t.Errorf("%d distinct changes on occupancy-changes, the triggers flip %d", run.distinct, run.want)
+			}
 			for _, p := range problems(run.sc, run.changes) {
 				t.Error(p)
 			}
@@ -408,34 +469,4 @@ func produceTriggers(t *testing.T, prod *kgo.Client, trigs []*geofencepb.Trigger
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// readChanges reads occupancy-changes to its end, each partition in order.
-func readChanges(t *testing.T, cl cluster.Config, adm *kadm.Client) []*geofencepb.OccupancyChange {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, geofence.TopicOccupancyChanges)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	c := embeddedtest.Client(t, cl, kgo.ConsumeTopics(geofence.TopicOccupancyChanges), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	codec := codecs.For[geofencepb.OccupancyChange]()
-	var out []*geofencepb.OccupancyChange
-	for int64(len(out)) < want {
-		f := c.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d changes", len(out), want)
-		}
-		for _, r := range f.Records() {
-			ch, err := codec.Unmarshal(r.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, ch)
-		}
-	}
-	return out
 }
