@@ -154,9 +154,6 @@ type reorderRun struct {
 	// replayed is each fence's record after applying the changes in the
 	// order they sit on occupancy-changes, as the occupancy group does.
 	replayed map[string]*geofencepb.Occupancy
-	// view is what occupancy-table shows once it equals replayed (nil if it
-	// never did).
-	view map[string]*geofencepb.Occupancy
 }
 
 // runUnderReorder runs both occupancy groups against a broker that holds and
@@ -254,7 +251,6 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 		clog.poll(ctx) // a late re-send, if any, is in both
 		out.changes, out.distinct = clog.changes, len(clog.distinct)
 		out.replayed = replay(out.changes)
-		view := map[string]*geofencepb.Occupancy{}
 		for f, want := range out.replayed {
 			got, err := counts.Get(f)
 			if err != nil {
@@ -263,9 +259,7 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 			if !proto.Equal(got, want) {
 				return false, fmt.Sprintf("fence %s: table %v, replay %v", f, got, want)
 			}
-			view[f] = got
 		}
-		out.view = view
 		return true, ""
 	})
 	var dropped uint64
