@@ -44,9 +44,12 @@
 //     the record keeps, per source partition, the next offset it expects
 //     (source_next) and drops a change below it as a duplicate. That is right
 //     because one source partition's changes for one fence are written in
-//     offset order (one partition is processed in order, and the group's
-//     producer keeps one request in flight, group.OrderedOutputs, so a
-//     retried batch cannot land after a later one), and a change sent again
+//     offset order (one partition is processed in order, and the producer
+//     sends no partition's next batch before the last one is answered:
+//     sarama's partition muting, since 1.48, and group.OrderedOutputs; so a
+//     retried batch cannot land after a later one, which
+//     TestOccupancyCountsExactUnderProduceRetries checks with a broker that
+//     holds and fails requests), and a change sent again
 //     — after a crash, or by the next owner of a partition that moved — is
 //     one already sent before every later change of its partition. So count
 //     moves only on flips, by one, exactly once each: it is exact and never

@@ -45,6 +45,14 @@ func SASL(mechanism, user, password string) Opt {
 // TLS serves TLS with the given server config.
 func TLS(cfg *tls.Config) Opt { return func(c *config) { c.kfake = append(c.kfake, kfake.TLS(cfg)) } }
 
+// SleepOutOfOrder lets requests behind one a kfake control function holds
+// (Cluster().SleepControl) be handled while it sleeps; their responses still
+// wait for it, as Kafka orders responses per connection. Fault tests use it
+// to let a later produce request land before an earlier one fails.
+func SleepOutOfOrder() Opt {
+	return func(c *config) { c.kfake = append(c.kfake, kfake.SleepOutOfOrder()) }
+}
+
 // clusterID is random per data directory and kept in it, so local state that
 // outlives a wiped broker can be recognised as belonging to another cluster.
 func clusterID(dataDir string) (string, error) {
