@@ -34,7 +34,10 @@ func (h *inOrder) Setup(s sarama.ConsumerGroupSession) error {
 	return h.ConsumerGroupHandler.Setup(h.sess)
 }
 
-func (h *inOrder) Cleanup(sarama.ConsumerGroupSession) error {
+func (h *inOrder) Cleanup(s sarama.ConsumerGroupSession) error {
+	if h.sess == nil { // Setup never ran
+		return h.ConsumerGroupHandler.Cleanup(s)
+	}
 	return h.ConsumerGroupHandler.Cleanup(h.sess)
 }
 
