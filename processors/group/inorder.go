@@ -56,12 +56,13 @@ func (h *inOrder) ConsumeClaim(_ sarama.ConsumerGroupSession, claim sarama.Consu
 		in := claim.Messages()
 		for {
 			var m *sarama.ConsumerMessage
+			var ok bool
 			select {
-			case m = <-in:
+			case m, ok = <-in:
 			case <-stop: // Goka returned: sarama drains the claim
 				return
 			}
-			if m == nil {
+			if !ok {
 				return // the claim ended: Goka's ConsumeClaim returns too
 			}
 			t.delivered(m.Offset)
