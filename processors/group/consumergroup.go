@@ -23,6 +23,9 @@ import (
 // stops the processor with it. When ctx ends, Consume returns nil, which Goka
 // treats as a clean stop. Goka's error-channel reader spans all the sessions
 // of one Consume call; it only logs and cancels a context Consume does not use.
+//
+// Each session's marks go through inOrder, so an offset is committed only
+// once every earlier input of its partition finished (see inorder.go).
 func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
 	inner := goka.ConsumerGroupBuilderWithConfig(sc)
 	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
@@ -50,7 +53,7 @@ func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sara
 	backoff := time.Duration(0)
 	for {
 		start := time.Now()
-		if err := s.ConsumerGroup.Consume(ctx, topics, handler); err != nil {
+		if err := s.ConsumerGroup.Consume(ctx, topics, newInOrder(handler)); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

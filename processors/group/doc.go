@@ -69,6 +69,19 @@
 // the oldest; so it does with a broker whose committed offsets are unknown
 // (CommittedOffsets answering not ok).
 //
+// Offsets are committed in input order: an input's offset is committed only
+// when it and every earlier input of its partition finished (callback
+// returned, every emit and table write acknowledged). Goka marks an input as
+// soon as its own emits are acknowledged, so in acknowledgement order, and
+// sarama commits the highest mark: an input whose emit failed (a rejected
+// record, retries exhausted in an outage) would be committed past by a later
+// input acknowledged first, and after the restart its error causes never be
+// processed again, its outputs and state change lost. The kit's consumer
+// group (ConsumerGroupBuilder, inorder.go) hands Goka a session whose marks
+// advance a partition only over the prefix of delivered inputs that all
+// finished; an input that never finishes holds back its partition's commit,
+// and is redelivered. The bookkeeping is what is in flight, per session.
+//
 // A group may keep its keys' decoded envelopes in memory (CacheEnvelopes), so
 // an input reads its key's envelope without a store read or a decode; a
 // cached envelope is always exactly what the partition's store holds (every
