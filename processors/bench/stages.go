@@ -136,7 +136,7 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 	if e.cfg.Flush >= 0 {
 		flush = e.cfg.Flush
 	}
-	popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(group.WithProducerFlush(sc, flush))))
+	popts = append(popts, goka.WithProducerBuilder(group.ProducerBuilder(group.WithProducerFlush(sc, flush))))
 	p, err := goka.NewProcessor(e.cl.Brokers, gg, popts...)
 	if err != nil {
 		return Stage{}, err

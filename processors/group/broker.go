@@ -20,8 +20,8 @@ import (
 func SaramaOptions(sc *sarama.Config) []goka.ProcessorOption {
 	return []goka.ProcessorOption{
 		goka.WithConsumerGroupBuilder(ConsumerGroupBuilder(sc)), // no 5 s sleep per rebalance
-		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
-		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(sc)),
+		goka.WithConsumerSaramaBuilder(SaramaConsumerBuilder(sc)),
+		goka.WithProducerBuilder(ProducerBuilder(sc)),
 		goka.WithTopicManagerBuilder(TopicManagerBuilder(sc)),
 	}
 }

@@ -27,9 +27,8 @@ import (
 // Each session's marks go through inOrder, so an offset is committed only
 // once every earlier input of its partition finished (see inorder.go).
 func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
-	inner := goka.ConsumerGroupBuilderWithConfig(sc)
 	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
-		cg, err := inner(brokers, group, clientID)
+		cg, err := goka.ConsumerGroupBuilderWithConfig(ownConfig(sc))(brokers, group, clientID) // its own copy: see clients.go
 		if err != nil {
 			return nil, err
 		}

@@ -192,11 +192,11 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		popts = append(popts, goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(g.outputConfig(cfg.producerConfig(sc)))))
+		popts = append(popts, goka.WithProducerBuilder(ProducerBuilder(g.outputConfig(cfg.producerConfig(sc)))))
 		brokers := cl.Brokers
 		newEmitter = func() (*goka.Emitter, error) {
 			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),
-				goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(cfg.producerConfig(sc))),
+				goka.WithEmitterProducerBuilder(ProducerBuilder(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
 		sb, err := statestore.Builder(cfg.storage, dir, statestore.Logger(g.log),

@@ -201,7 +201,7 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 			return nil, fmt.Errorf("view %s: %w", table, err)
 		}
 		vopts = append(vopts,
-			goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(sc)),
+			goka.WithViewConsumerSaramaBuilder(SaramaConsumerBuilder(sc)),
 			goka.WithViewTopicManagerBuilder(TopicManagerBuilder(sc)),
 			goka.WithViewAutoReconnect(),
 			goka.WithViewStorageBuilder(sb),

@@ -101,7 +101,12 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	tmCfg := goka.NewTopicManagerConfig()
 	tmCfg.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
 	tmCfg.NoCreate = true // topics are created by topology.Ensure only
-	shared := &sharedProducer{build: goka.ProducerBuilderWithConfig(saramaCfg)}
+	shared := &sharedProducer{build: func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+		// A copy per producer: Goka's builder writes ClientID and the
+		// partitioner into the config it is given, which live clients read.
+		c := *saramaCfg
+		return goka.ProducerBuilderWithConfig(&c)(brokers, clientID, hasher)
+	}}
 	emitterOpts := []goka.EmitterOption{
 		topology.GokaEmitterHasher(),
 		goka.WithEmitterProducerBuilder(shared.builder),
