@@ -107,7 +107,7 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 				t.observe(n)
 			}
 			if n >= len(recs) {
-				lag, err := e.occupancyBacklog(ctx, p)
+				lag, err := e.occupancyBacklog(ctx, p, nil)
 				if err != nil {
 					return Stage{}, err
 				}

@@ -225,13 +225,24 @@ func (e *env) debouncer(ctx context.Context) (Stage, error) {
 }
 
 // occupancyBacklog is how many records on occupancy's inputs its two
-// groups have not yet processed.
-func (e *env) occupancyBacklog(ctx context.Context, occ occProcs) (int64, error) {
+// groups have not yet processed: those on the topics, and those emitted
+// upstream (by deb when not nil, and by occupancy's members) but not yet
+// acknowledged, which end offsets do not show yet.
+func (e *env) occupancyBacklog(ctx context.Context, occ occProcs, deb *group.Processor) (int64, error) {
 	ends, err := e.adm.ListEndOffsets(ctx, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
 	if err != nil {
 		return 0, err
 	}
 	var lag int64
+	inFlight := func(from, to *group.Processor, topic string) {
+		if n, _ := to.Processed(topic); from.Emitted(topic) > n {
+			lag += int64(from.Emitted(topic) - n)
+		}
+	}
+	inFlight(occ.members, occ.counts, geofence.TopicOccupancyChanges)
+	if deb != nil {
+		inFlight(deb, occ.members, geofence.TopicTriggers)
+	}
 	for topic, p := range map[string]*group.Processor{geofence.TopicTriggers: occ.members, geofence.TopicOccupancyChanges: occ.counts} {
 		_, last := p.Processed(topic)
 		var perr error
@@ -276,7 +287,7 @@ func (e *env) pipeline(ctx context.Context, res *Result) error {
 		n, _ := r.deb.Processed(geofence.TopicPings)
 		t.observe(n)
 		if n >= e.cfg.Pings {
-			lag, err := e.occupancyBacklog(ctx, r.occ)
+			lag, err := e.occupancyBacklog(ctx, r.occ, r.deb)
 			if err != nil {
 				return err
 			}
@@ -436,14 +447,14 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 	out := Rate{Offered: rate, Achieved: float64(n) / offered.Seconds()}
 	after, _ := r.deb.Processed(geofence.TopicPings)
 	out.DebouncerLag = int64(n - (after - before))
-	if out.OccupancyLag, err = e.occupancyBacklog(ctx, r.occ); err != nil {
+	if out.OccupancyLag, err = e.occupancyBacklog(ctx, r.occ, r.deb); err != nil {
 		return Rate{}, err
 	}
 	// Drain before the next window, so windows do not share a backlog.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		done, _ := r.deb.Processed(geofence.TopicPings)
-		lag, err := e.occupancyBacklog(ctx, r.occ)
+		lag, err := e.occupancyBacklog(ctx, r.occ, r.deb)
 		if err != nil {
 			return Rate{}, err
 		}

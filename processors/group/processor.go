@@ -77,6 +77,23 @@ func (p *Processor) Processed(topic string) (n int, last map[int32]int64) {
 	return n, last
 }
 
+// Emitted counts the records this instance has emitted to topic since it
+// started, acknowledged or not. Next to the downstream group's Processed
+// count it tells what is still in flight between two groups: end offsets
+// cannot, because an emit not yet acknowledged is not on the topic yet.
+func (p *Processor) Emitted(topic string) int {
+	n := 0
+	for _, pp := range p.gp().Stats().Group {
+		if pp == nil {
+			continue
+		}
+		if out := pp.Output[topic]; out != nil {
+			n += int(out.Count)
+		}
+	}
+	return n
+}
+
 // Recovered reports whether every table partition this instance holds,
 // active or hot standby, has caught up with its changelog.
 func (p *Processor) Recovered() bool { return p.gp().Recovered() }

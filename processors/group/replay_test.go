@@ -201,10 +201,15 @@ func TestRedeliveryBeyondTheWindowIsCounted(t *testing.T) {
 	}
 	beyond0, reemitted0 := replayCount(t, "beyond-window"), replayCount(t, "re-emitted")
 	proc := build()
+	emitted := 0
 	runFor(t, proc, "redelivery", func() bool {
 		n, _ := proc.Processed(topicIn)
+		emitted = proc.Emitted(topicOut)
 		return n == total && endOffsets(t, adm, topicOut) == total+devices*window
 	})
+	if emitted != devices*window {
+		t.Errorf("Emitted(%s) = %d after the redelivery, want the %d re-emitted outputs", topicOut, emitted, devices*window)
+	}
 	if got := h.calls.Load(); got != total {
 		t.Errorf("handler called %d times, want %d", got, total)
 	}
