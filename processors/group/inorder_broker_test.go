@@ -207,7 +207,7 @@ func TestFailedInputIsNotCommittedPast(t *testing.T) {
 	releaseOnce = true
 	// The failed emit stops the Goka processor; the kit runs a new one,
 	// which resumes at the committed offset.
-	r.until(t, "a restart after the failed emit", time.Minute, func() bool { return counted(t, reg, "fencestream_processor_restarts_total") >= 1 })
+	r.until(t, "a restart after the failed emit", time.Minute, func() bool { return counter(t, reg, "fencestream_processor_restarts_total") >= 1 })
 	r.until(t, "every input committed after the restart", time.Minute, func() bool { return committed(t, adm, 0) == 3 })
 	ends, err := adm.ListEndOffsets(ctx, topicOddOut)
 	if err != nil {
@@ -248,22 +248,4 @@ func committed(t *testing.T, adm *kadm.Client, part int32) int64 {
 		return o.At
 	}
 	return -1
-}
-
-// counted sums the counter name over its labels.
-func counted(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
 }
