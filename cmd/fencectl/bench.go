@@ -226,7 +226,7 @@ CLUSTER ARE DELETED and recreated.`)
 	cl.RegisterFlags(c.fs)
 	devices := c.fs.Int("devices", 1_000_000, "devices in the debouncer's table")
 	nf := c.fs.Int("fences", 100_000, "synthetic fences in the catalogue")
-	idle := c.fs.Duration("idle", 3*time.Second, "how long the recovered debouncer is watched idle")
+	idle := c.fs.Duration("idle", 10*time.Second, "how long the recovered debouncer is watched idle")
 	storage := statestore.Default
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	partitions := partitionsFlag(c.fs)

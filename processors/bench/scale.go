@@ -27,7 +27,8 @@ type ScaleConfig struct {
 	// Fences is the catalogue's size (default 100,000).
 	Fences int
 	// Idle is how long the recovered debouncer is watched doing nothing but
-	// its timer looks (default 3 s).
+	// its timer looks (default 10 s: over 3 s the process's background work,
+	// sarama's and Pebble's, read 0.020-0.041 cores where 10 s read 0.014).
 	Idle time.Duration
 	// LookEvery is the debouncer's timer interval here (default 1 s, so the
 	// idle window sees looks; the debouncer's own default is 30 s).
@@ -107,7 +108,7 @@ func Scale(ctx context.Context, sc ScaleConfig) (*ScaleResult, error) {
 		sc.Fences = 100_000
 	}
 	if sc.Idle == 0 {
-		sc.Idle = 3 * time.Second
+		sc.Idle = 10 * time.Second
 	}
 	if sc.LookEvery == 0 {
 		sc.LookEvery = time.Second
