@@ -234,15 +234,6 @@ func (e *env) occupancyBacklog(ctx context.Context, occ occProcs, deb *group.Pro
 		return 0, err
 	}
 	var lag int64
-	inFlight := func(from, to *group.Processor, topic string) {
-		if n, _ := to.Processed(topic); from.Emitted(topic) > n {
-			lag += int64(from.Emitted(topic) - n)
-		}
-	}
-	inFlight(occ.members, occ.counts, geofence.TopicOccupancyChanges)
-	if deb != nil {
-		inFlight(deb, occ.members, geofence.TopicTriggers)
-	}
 	for topic, p := range map[string]*group.Processor{geofence.TopicTriggers: occ.members, geofence.TopicOccupancyChanges: occ.counts} {
 		_, last := p.Processed(topic)
 		var perr error
@@ -264,6 +255,16 @@ func (e *env) occupancyBacklog(ctx context.Context, occ occProcs, deb *group.Pro
 		if perr != nil {
 			return 0, fmt.Errorf("end offsets: %w", perr)
 		}
+	}
+	// Every processed count is read before every emitted count, downstream
+	// first: a group counts an input's emits before the input, so the
+	// emitted counts include the emits of every input counted processed, and
+	// the difference can only overstate what is in flight, never miss it.
+	changes, _ := occ.counts.Processed(geofence.TopicOccupancyChanges)
+	triggers, _ := occ.members.Processed(geofence.TopicTriggers)
+	lag += int64(max(occ.members.Emitted(geofence.TopicOccupancyChanges)-changes, 0))
+	if deb != nil {
+		lag += int64(max(deb.Emitted(geofence.TopicTriggers)-triggers, 0))
 	}
 	return lag, nil
 }

@@ -145,18 +145,7 @@ func TestFailedInputIsNotCommittedPast(t *testing.T) {
 		}
 		close(held)
 		kf.SleepControl(func() { <-release })
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.MessageTooLarge.Code, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return embeddedtest.FailProduce(pr, kerr.MessageTooLarge), nil, true
 	})
 	var releaseOnce bool
 	defer func() {

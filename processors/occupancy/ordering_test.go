@@ -110,9 +110,9 @@ func (f *reorder) control(kreq kmsg.Request) (kmsg.Response, error, bool) {
 	f.kc.KeepControl()
 	switch kind {
 	case 0:
-		return failProduce(req, kerr.NotLeaderForPartition), nil, true
+		return embeddedtest.FailProduce(req, kerr.NotLeaderForPartition), nil, true
 	case 1:
-		return failProduce(req, kerr.RequestTimedOut), nil, true
+		return embeddedtest.FailProduce(req, kerr.RequestTimedOut), nil, true
 	default:
 		return nil, errDropConnection, true
 	}
@@ -123,22 +123,6 @@ func (f *reorder) counts() (requests, holds, injected, overtakes int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests, f.holds, f.injected, f.overtakes
-}
-
-// failProduce fails every partition of req with code.
-func failProduce(req *kmsg.ProduceRequest, code *kerr.Error) *kmsg.ProduceResponse {
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	for _, t := range req.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp
 }
 
 // faultPartitions is small so that two of occupancy-members' requests for one
