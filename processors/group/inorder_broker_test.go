@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,16 +132,19 @@ func TestFailedInputIsNotCommittedPast(t *testing.T) {
 	}
 
 	// The first produce request for gt-odd waits until release, then fails
-	// with a non-retriable error; later ones are served normally.
+	// with a non-retriable error; later ones are served normally. kfake
+	// keeps the control until it returns, so while the first sleeps it also
+	// sees requests of other connections: taken lets only the first through.
 	kf := b.Cluster()
 	held, release := make(chan struct{}), make(chan struct{})
+	var taken atomic.Bool
 	kf.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		pr := req.(*kmsg.ProduceRequest)
 		odd := false
 		for _, rt := range pr.Topics {
 			odd = odd || rt.Topic == topicOddOut
 		}
-		if !odd {
+		if !odd || !taken.CompareAndSwap(false, true) {
 			return nil, nil, false // served normally; the control stays
 		}
 		close(held)
