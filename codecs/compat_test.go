@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/codecs/hotkeypb"
 )
 
 // Run `go test ./codecs -run TestGolden -write-golden` once per schema version,
@@ -129,14 +129,19 @@ func requireFullyPopulated(t *testing.T, m protoreflect.Message) {
 	}
 }
 
-// The kit's HotKey replaced the geofence schema's with the same fields and
-// numbers: records written by the old producer decode as the new message.
+// The producer's HotKey (fencestream.kit.v1.HotKey, once generated in the
+// kit's kitpb, now in codecs/hotkeypb) replaced the geofence schema's with the
+// same fields and numbers: records written by the old producer decode as the
+// new message, and the name the hot-keys topic declares is unchanged.
 func TestKitHotKeyReadsV1HotKey(t *testing.T) {
+	if got := (&hotkeypb.HotKey{}).ProtoReflect().Descriptor().FullName(); got != "fencestream.kit.v1.HotKey" {
+		t.Fatalf("HotKey is %s; records and topic declarations name fencestream.kit.v1.HotKey", got)
+	}
 	data, err := os.ReadFile(filepath.Join("testdata", "v1", "HotKey.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := codecs.For[kitpb.HotKey]().Unmarshal(data)
+	got, err := codecs.For[hotkeypb.HotKey]().Unmarshal(data)
 	if err != nil {
 		t.Fatal(err)
 	}

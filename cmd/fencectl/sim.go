@@ -359,7 +359,7 @@ order) and partition skew (max/mean). device_id keying gives 0. No broker is nee
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "KEYING\tMISORDERED PAIRS / 1M\tSKEW\t")
-	for _, k := range fleet.Keyings {
+	for _, k := range fleet.Keyings() {
 		mis, skew := fleet.MeasureMisordering(trigs, k, int32(*partitions), *consumers, ff.seed)
 		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t\n", k, mis, skew)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
@@ -46,7 +45,7 @@ func (e *env) triggers() ([]*kgo.Record, error) {
 		at := base + int64(step)*60_000 + int64(d)
 		h := hlc.Pack(at, 0)
 		v, err := codec.Marshal(&geofencepb.Trigger{
-			TriggerId: debounce.TriggerID(device, fence, typ, h), DeviceId: device, FenceId: fence,
+			TriggerId: geofence.TriggerID(device, fence, typ, h), DeviceId: device, FenceId: fence,
 			Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
 			EventTimeMs: at, Hlc: h, CatalogueVersion: e.cat.Version(),
 		})

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
 
@@ -111,32 +111,6 @@ type Outcome struct {
 	FlapsSuppressed int
 	// Changed reports whether st must be written back.
 	Changed bool
-}
-
-// TriggerID is the deterministic id of a trigger. Its first component is the
-// device id, exactly the partition key, so replays dedupe downstream.
-func TriggerID(deviceID, fenceID string, typ geofencepb.TriggerType, hlc uint64) string {
-	b := make([]byte, 0, len(deviceID)+len(fenceID)+24)
-	b = append(b, deviceID...)
-	b = append(b, '|')
-	b = append(b, fenceID...)
-	b = append(b, '|')
-	b = append(b, typeCode(typ))
-	b = append(b, '|')
-	b = strconv.AppendUint(b, hlc, 16)
-	return string(b)
-}
-
-func typeCode(t geofencepb.TriggerType) byte {
-	switch t {
-	case geofencepb.TriggerType_TRIGGER_TYPE_ENTER:
-		return 'E'
-	case geofencepb.TriggerType_TRIGGER_TYPE_EXIT:
-		return 'X'
-	case geofencepb.TriggerType_TRIGGER_TYPE_DWELL:
-		return 'D'
-	}
-	return '?'
 }
 
 // accuracyMarginM is how far beyond the largest hysteresis Apply looks for
@@ -280,7 +254,7 @@ func contains(ids []string, id string) bool {
 
 func trigger(device, fence string, typ geofencepb.TriggerType, reason geofencepb.TriggerReason, p *geofencepb.Ping, version uint64) *geofencepb.Trigger {
 	return &geofencepb.Trigger{
-		TriggerId:        TriggerID(device, fence, typ, p.GetHlc()),
+		TriggerId:        geofence.TriggerID(device, fence, typ, p.GetHlc()),
 		DeviceId:         device,
 		FenceId:          fence,
 		Type:             typ,
@@ -321,7 +295,7 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 		eventMs := st.LastEventTimeMs + cfg.SilenceTimeout.Milliseconds()
 		st.LastHlc = max(st.LastHlc+1, hlc.Pack(eventMs, 0))
 		out = append(out, &geofencepb.Trigger{
-			TriggerId:        TriggerID(st.DeviceId, id, t.Type, st.LastHlc),
+			TriggerId:        geofence.TriggerID(st.DeviceId, id, t.Type, st.LastHlc),
 			DeviceId:         st.DeviceId,
 			FenceId:          id,
 			Type:             t.Type,

@@ -16,6 +16,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/fences"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -263,7 +264,7 @@ func (m *fuzzModel) check(t *testing.T, st *geofencepb.DeviceState, p *geofencep
 		}
 		fired[tr.FenceId] = true
 		if tr.DeviceId != st.DeviceId || tr.Hlc != p.GetHlc() || tr.EventTimeMs != p.GetDeviceTimeMs() ||
-			tr.TriggerId != debounce.TriggerID(st.DeviceId, tr.FenceId, tr.Type, tr.Hlc) ||
+			tr.TriggerId != geofence.TriggerID(st.DeviceId, tr.FenceId, tr.Type, tr.Hlc) ||
 			tr.Reason != geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED || tr.CatalogueVersion != snap.Version() {
 			t.Fatalf("trigger %v for ping %v", tr, p)
 		}

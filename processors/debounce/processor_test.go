@@ -151,7 +151,7 @@ func TestProcessorEmitsDebouncedEnterAndExit(t *testing.T) {
 	if enter.FenceId != "zone-1" || enter.CatalogueVersion != 7 || enter.EventTimeMs != 1_800_000_003_000 {
 		t.Fatalf("ENTER fields: %v", enter)
 	}
-	if want := debounce.TriggerID("veh-1", "zone-1", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, enter.Hlc); enter.TriggerId != want {
+	if want := geofence.TriggerID("veh-1", "zone-1", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, enter.Hlc); enter.TriggerId != want {
 		t.Fatalf("trigger id %q, want %q", enter.TriggerId, want)
 	}
 	st := h.state("veh-1")

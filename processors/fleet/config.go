@@ -20,8 +20,9 @@ const (
 )
 
 // DefaultStart is the event time of the first ping when Config.Start is
-// zero: a fixed instant, so that a seed alone reproduces every ping.
-var DefaultStart = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+// zero: a fixed instant, so that a seed alone reproduces every ping. A
+// function, not a variable, so no caller can move every other caller's start.
+func DefaultStart() time.Time { return time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC) }
 
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config
 // or fence set.
@@ -150,7 +151,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Lap += c.Interval - r
 	}
 	if c.Start.IsZero() {
-		c.Start = DefaultStart
+		c.Start = DefaultStart()
 	}
 	if c.SpeedMPS == 0 {
 		c.SpeedMPS = DefaultSpeedMPS

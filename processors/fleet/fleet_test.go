@@ -401,7 +401,7 @@ func TestConfigErrors(t *testing.T) {
 	s := newSim(t, Config{Moving: 1, Duration: time.Minute, Interval: 1500 * time.Millisecond})
 	c := s.Config()
 	if c.NoiseSigmaM != 5 || c.AccuracyM != 5 || c.SpeedMPS != 12 || c.MinGap != time.Minute || c.ParkedOffsetM != 5 ||
-		c.HysteresisM != 25 || !c.Start.Equal(DefaultStart) || c.Interval != 1500*time.Millisecond {
+		c.HysteresisM != 25 || !c.Start.Equal(DefaultStart()) || c.Interval != 1500*time.Millisecond {
 		t.Errorf("defaults: %+v", c)
 	}
 	if s.Ticks() != 40 {

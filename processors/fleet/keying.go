@@ -27,8 +27,9 @@ const (
 	KeyNull
 )
 
-// Keyings lists every strategy in table order.
-var Keyings = []Keying{KeyDevice, KeyFence, KeyPair, KeyRoundRobin, KeyNull}
+// Keyings lists every strategy in table order (a new slice each call: the
+// caller may keep or change it).
+func Keyings() []Keying { return []Keying{KeyDevice, KeyFence, KeyPair, KeyRoundRobin, KeyNull} }
 
 var keyingNames = [...]string{"device", "fence", "pair", "round-robin", "null"}
 

@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseKeying(t *testing.T) {
-	for _, k := range Keyings {
+	for _, k := range Keyings() {
 		got, err := ParseKeying(k.String())
 		if err != nil || got != k {
 			t.Errorf("ParseKeying(%q) = %v, %v", k.String(), got, err)
@@ -48,7 +48,7 @@ func TestMisordering(t *testing.T) {
 	}
 	var tab strings.Builder
 	fmt.Fprintf(&tab, "%d triggers, 24 partitions, 8 consumers\n%-12s %22s %6s\n", len(trigs), "strategy", "misordered pairs / 1M", "skew")
-	for _, k := range Keyings {
+	for _, k := range Keyings() {
 		mis, skew := MeasureMisordering(trigs, k, 24, 8, 1)
 		fmt.Fprintf(&tab, "%-12s %22.0f %6.2f\n", k, mis, skew)
 		if k == KeyDevice {

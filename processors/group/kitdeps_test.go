@@ -19,7 +19,8 @@ var kitPackages = []string{"./processors/group/...", "./topology/...", "./codecs
 var kitMayImport = []string{
 	"github.com/fencestream/fencestream/processors/group",
 	"github.com/fencestream/fencestream/topology",
-	"github.com/fencestream/fencestream/codecs", // exactly: its schema sub-packages are applications'
+	"github.com/fencestream/fencestream/codecs",          // exactly: its schema sub-packages are applications'
+	"github.com/fencestream/fencestream/codecs/hotkeypb", // except the producer's hot-key record
 	"github.com/lovoo/goka",
 	"github.com/IBM/sarama",
 	"github.com/twmb/franz-go/pkg",

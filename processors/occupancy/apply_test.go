@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -36,7 +36,7 @@ func trig(device, fence string, typ geofencepb.TriggerType, hlc uint64) *geofenc
 
 func trigR(device, fence string, typ geofencepb.TriggerType, reason geofencepb.TriggerReason, hlc uint64) *geofencepb.Trigger {
 	return &geofencepb.Trigger{
-		TriggerId:        debounce.TriggerID(device, fence, typ, hlc),
+		TriggerId:        geofence.TriggerID(device, fence, typ, hlc),
 		DeviceId:         device,
 		FenceId:          fence,
 		Type:             typ,

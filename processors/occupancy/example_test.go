@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/occupancy"
 )
 
@@ -17,7 +17,7 @@ func ExampleApplyTrigger() {
 	offset := int64(0) // of the trigger in its fence-triggers partition
 	apply := func(device string, typ geofencepb.TriggerType, hlc uint64) {
 		t := &geofencepb.Trigger{
-			TriggerId: debounce.TriggerID(device, "depot", typ, hlc),
+			TriggerId: geofence.TriggerID(device, "depot", typ, hlc),
 			DeviceId:  device, FenceId: "depot", Type: typ, Hlc: hlc,
 		}
 		if devices[device] == nil {

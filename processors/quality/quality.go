@@ -259,7 +259,7 @@ func parkedPings(cfg Config, f *fences.Fence, i int, noise, acc float64) (truth 
 	truth = f.SignedDistance(lat, lon)
 
 	noiseRng := rand.New(rand.NewPCG(uint64(cfg.Seed), 1<<40|uint64(i)))
-	start := fleet.DefaultStart.UnixMilli()
+	start := fleet.DefaultStart().UnixMilli()
 	id := fmt.Sprintf("park-%06d", i+1)
 	pings = make([]*geofencepb.Ping, cfg.Fixes)
 	for j := range pings {

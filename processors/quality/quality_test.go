@@ -144,12 +144,12 @@ func TestScenarioTargets(t *testing.T) {
 		}
 		for b, n := range s.SecondEnters {
 			if n != 0 {
-				t.Errorf("%s: %d devices with a second ENTER (band %s)", r.Name, n, quality.ScenarioBands[b])
+				t.Errorf("%s: %d devices with a second ENTER (band %s)", r.Name, n, quality.ScenarioBands()[b])
 			}
 		}
 		for b, n := range s.FalseEnters[1:] {
 			if n != 0 {
-				t.Errorf("%s: %d false ENTERs %s outside", r.Name, n, quality.ScenarioBands[b+1])
+				t.Errorf("%s: %d false ENTERs %s outside", r.Name, n, quality.ScenarioBands()[b+1])
 			}
 		}
 		if s.Devices == s.Owed/2 && s.Missed != 0 { // crossing: 2 owed each

@@ -147,8 +147,8 @@ func WriteScenarioTable(w io.Writer, seed int64, results []ScenarioResult) error
 			return strings.Join(parts, "/")
 		}
 		row("  final state correct", func(s *ScenarioScore) string { return pct(s.Correct, s.Devices) })
-		row("  false ENTER devices "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string { return bands(s.FalseEnters) })
-		row("  second ENTER devices "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string { return bands(s.SecondEnters) })
+		row("  false ENTER devices "+strings.Join(ScenarioBands(), "/"), func(s *ScenarioScore) string { return bands(s.FalseEnters) })
+		row("  second ENTER devices "+strings.Join(ScenarioBands(), "/"), func(s *ScenarioScore) string { return bands(s.SecondEnters) })
 		row("  missed / owed transitions", func(s *ScenarioScore) string { return fmt.Sprintf("%d/%d", s.Missed, s.Owed) })
 		row("  ENTER delay p50/p90 s", func(s *ScenarioScore) string {
 			if s.DelayP50S < 0 {
@@ -156,7 +156,7 @@ func WriteScenarioTable(w io.Writer, seed int64, results []ScenarioResult) error
 			}
 			return fmt.Sprintf("%s/%s", secs(s.DelayP50S), secs(s.DelayP90S))
 		})
-		row("  ENTER delay p90 s "+strings.Join(ScenarioBands, "/"), func(s *ScenarioScore) string {
+		row("  ENTER delay p90 s "+strings.Join(ScenarioBands(), "/"), func(s *ScenarioScore) string {
 			parts := make([]string, len(s.DelayP90ByBandS))
 			for i, v := range s.DelayP90ByBandS {
 				parts[i] = secs(v)

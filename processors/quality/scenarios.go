@@ -42,8 +42,9 @@ const (
 
 // ScenarioBands are the distance bands false and second ENTERs are counted
 // by: the true distance from the edge of a parked device, the road's offset
-// of a vehicle; a device that crosses the fence counts as ">10 m".
-var ScenarioBands = []string{"0-2 m", "2-5 m", "5-10 m", ">10 m"}
+// of a vehicle; a device that crosses the fence counts as ">10 m". A new
+// slice each call: the caller may keep or change it.
+func ScenarioBands() []string { return []string{"0-2 m", "2-5 m", "5-10 m", ">10 m"} }
 
 func scenarioBand(d float64) int {
 	switch d = math.Abs(d); {
@@ -175,7 +176,7 @@ func runScenario(seed int64, devices int, name, desc string, f fences.Fence, gen
 	for _, d := range Detectors() {
 		if _, ok := dets[d]; ok {
 			names = append(names, d)
-			res.Scores[d] = &ScenarioScore{FalseEnters: make([]int, len(ScenarioBands)), SecondEnters: make([]int, len(ScenarioBands)), bandDelays: make([][]float64, len(ScenarioBands))}
+			res.Scores[d] = &ScenarioScore{FalseEnters: make([]int, len(ScenarioBands())), SecondEnters: make([]int, len(ScenarioBands())), bandDelays: make([][]float64, len(ScenarioBands()))}
 		}
 	}
 	var mu sync.Mutex
@@ -199,7 +200,7 @@ func runScenario(seed int64, devices int, name, desc string, f fences.Fence, gen
 			slices.Sort(s.delays)
 			s.DelayP50S, s.DelayP90S = quantile(s.delays, 0.5), quantile(s.delays, 0.9)
 		}
-		s.DelayP90ByBandS = make([]float64, len(ScenarioBands))
+		s.DelayP90ByBandS = make([]float64, len(ScenarioBands()))
 		for b, ds := range s.bandDelays {
 			s.DelayP90ByBandS[b] = -1
 			if len(ds) > 0 {
@@ -288,7 +289,7 @@ func parkedDevice(f *fences.Fence, rng, noise *rand.Rand, i int, seed int64, spe
 	truth, lat, lon := edgePoint(f, rng, i, 10)
 	mLon := metresPerDegree * math.Cos(lat*math.Pi/180)
 	id := fmt.Sprintf("dev-%06d", i+1)
-	start := fleet.DefaultStart.UnixMilli()
+	start := fleet.DefaultStart().UnixMilli()
 	pings := make([]*geofencepb.Ping, scenarioFixes)
 	for j := range pings {
 		sigma := scenarioNoiseM
@@ -360,7 +361,7 @@ func roadDevice(rng, noise *rand.Rand, i int) scenarioDevice {
 		dir = -1
 	}
 	id := fmt.Sprintf("road-%06d", i+1)
-	start := fleet.DefaultStart.UnixMilli()
+	start := fleet.DefaultStart().UnixMilli()
 	var pings []*geofencepb.Ping
 	for j := 0; ; j++ {
 		s := v * float64(j)
@@ -390,7 +391,7 @@ func crossingDevice(rng, noise *rand.Rand, i int, intervalMs int64, tunnel bool)
 		gapTo = gapFrom + gap
 	}
 	id := fmt.Sprintf("cross-%06d", i+1)
-	start := fleet.DefaultStart.UnixMilli() + rng.Int64N(intervalMs) // phase of the fixes against the crossing
+	start := fleet.DefaultStart().UnixMilli() + rng.Int64N(intervalMs) // phase of the fixes against the crossing
 	var pings []*geofencepb.Ping
 	for ms := int64(0); v*float64(ms)/1000 <= total; ms += intervalMs {
 		t := float64(ms) / 1000

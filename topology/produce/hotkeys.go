@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	pb "github.com/fencestream/fencestream/processors/group/kitpb"
+	pb "github.com/fencestream/fencestream/codecs/hotkeypb"
 )
 
 // hotKeys measures per-key rates in fixed windows per key. It is not safe for

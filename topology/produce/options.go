@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	pb "github.com/fencestream/fencestream/processors/group/kitpb"
+	pb "github.com/fencestream/fencestream/codecs/hotkeypb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fencestream/fencestream/codecs"
-	pb "github.com/fencestream/fencestream/processors/group/kitpb"
+	pb "github.com/fencestream/fencestream/codecs/hotkeypb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -31,6 +31,7 @@ var ErrClosed = errors.New("produce: producer is closed")
 type Producer[M any, P codecs.Message[M]] struct {
 	topic    topology.Topic
 	cfg      config
+	metrics  *metrics
 	hlcField protoreflect.FieldDescriptor // nil: the message has no hlc field
 
 	emitter    *goka.Emitter
@@ -56,7 +57,8 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("produce: %w", err)
 	}
-	if err := registerMetrics(cfg.registerer); err != nil {
+	m, err := newMetrics(cfg.registerer)
+	if err != nil {
 		return nil, fmt.Errorf("produce: metrics: %w", err)
 	}
 	if topic.Name == "" || topic.Partitions <= 0 {
@@ -67,9 +69,10 @@ func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, op
 		return nil, fmt.Errorf("produce: topic %s carries %s, not %s", topic.Name, topic.Value, desc.FullName())
 	}
 	p := &Producer[M, P]{
-		topic: topic,
-		cfg:   cfg,
-		hot:   newHotKeys(topic.Name, topic.Salting, cfg.keyLimit, cfg.hot),
+		topic:   topic,
+		cfg:     cfg,
+		metrics: m,
+		hot:     newHotKeys(topic.Name, topic.Salting, cfg.keyLimit, cfg.hot),
 	}
 	if fd := desc.Fields().ByName("hlc"); fd != nil && fd.Kind() == protoreflect.Uint64Kind && fd.Cardinality() != protoreflect.Repeated {
 		p.hlcField = fd
@@ -195,7 +198,7 @@ func (p *Producer[M, P]) emit(key string, msg P) (*result, error) {
 		if errors.As(err, &ke) {
 			ke.Topic = p.topic.Name
 		}
-		rejectedKeysTotal.WithLabelValues(p.topic.Name, rejectReason(err)).Inc()
+		p.metrics.rejectedKeys.WithLabelValues(p.topic.Name, rejectReason(err)).Inc()
 		return nil, err
 	}
 	var value any // untyped nil: a tombstone
@@ -226,16 +229,16 @@ func (p *Producer[M, P]) emit(key string, msg P) (*result, error) {
 		p.decided(decision)
 	}
 	if err != nil {
-		errorsTotal.WithLabelValues(p.topic.Name).Inc()
+		p.metrics.errors.WithLabelValues(p.topic.Name).Inc()
 		return nil, fmt.Errorf("produce %s: %w", p.topic.Name, err)
 	}
 	r := &result{done: make(chan struct{})}
 	promise.Then(func(err error) {
 		if err != nil {
-			errorsTotal.WithLabelValues(p.topic.Name).Inc()
+			p.metrics.errors.WithLabelValues(p.topic.Name).Inc()
 			r.err = fmt.Errorf("produce %s key %q: %w", p.topic.Name, target, err)
 		} else {
-			recordsTotal.WithLabelValues(p.topic.Name).Inc()
+			p.metrics.records.WithLabelValues(p.topic.Name).Inc()
 		}
 		close(r.done)
 	})
@@ -245,11 +248,11 @@ func (p *Producer[M, P]) emit(key string, msg P) (*result, error) {
 // decided counts, logs and records a hot-key decision.
 func (p *Producer[M, P]) decided(d *pb.HotKey) {
 	if d.GetSalted() {
-		hotKeysTotal.WithLabelValues(p.topic.Name, DecisionSalted).Inc()
+		p.metrics.hotKeys.WithLabelValues(p.topic.Name, DecisionSalted).Inc()
 		p.cfg.logger.Warn("hot key salted: its per-key order is gone", "topic", d.GetTopic(), "key", d.GetKey(),
 			"rate_per_s", d.GetRatePerS(), "salt_buckets", d.GetSaltBuckets())
 	} else {
-		hotKeysTotal.WithLabelValues(p.topic.Name, DecisionReported).Inc()
+		p.metrics.hotKeys.WithLabelValues(p.topic.Name, DecisionReported).Inc()
 		p.cfg.logger.Warn("hot key reported, not salted: the topic requires per-key order", "topic", d.GetTopic(), "key", d.GetKey(),
 			"rate_per_s", d.GetRatePerS())
 	}

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/codecs/hotkeypb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -377,17 +377,17 @@ func TestHLCStampedAndIncreasing(t *testing.T) {
 // Messages without an hlc field are sent untouched.
 func TestNoHLCField(t *testing.T) {
 	e := start(t)
-	p, err := produce.New[kitpb.HotKey](e.cluster, e.top.MustTopic(topology.TopicHotKeys), produce.WithHotKeyRecorder(nil))
+	p, err := produce.New[hotkeypb.HotKey](e.cluster, e.top.MustTopic(topology.TopicHotKeys), produce.WithHotKeyRecorder(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	want := &kitpb.HotKey{Topic: "pings", Key: "k", RatePerS: 3}
+	want := &hotkeypb.HotKey{Topic: "pings", Key: "k", RatePerS: 3}
 	if err := p.Emit(ctx(t), "pings/k", want); err != nil {
 		t.Fatal(err)
 	}
 	recs := consume(t, e, topology.TopicHotKeys, 1)
-	var got kitpb.HotKey
+	var got hotkeypb.HotKey
 	if err := proto.Unmarshal(recs[0].Value, &got); err != nil || !proto.Equal(&got, want) {
 		t.Fatalf("got %v (%v)", &got, err)
 	}
@@ -418,10 +418,10 @@ func TestHotKeyReportedNotSaltedOnPings(t *testing.T) {
 	clk := &fakeNow{}
 	clk.ms.Store(1_700_000_000_000)
 	var mu sync.Mutex
-	var decisions []*kitpb.HotKey
+	var decisions []*hotkeypb.HotKey
 	p := newProducer(t, e, geofence.TopicPings,
 		produce.WithHotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}),
-		produce.WithHotKeyRecorder(func(d *kitpb.HotKey) { mu.Lock(); decisions = append(decisions, d); mu.Unlock() }))
+		produce.WithHotKeyRecorder(func(d *hotkeypb.HotKey) { mu.Lock(); decisions = append(decisions, d); mu.Unlock() }))
 	labels := map[string]string{"topic": geofence.TopicPings, "decision": produce.DecisionReported}
 	before := counter(t, "fencestream_hot_keys_total", labels)
 
@@ -511,7 +511,7 @@ func TestHotKeySaltedWhereAllowed(t *testing.T) {
 	}
 
 	recs := consume(t, e, topology.TopicHotKeys, 1)
-	var d kitpb.HotKey
+	var d hotkeypb.HotKey
 	if err := proto.Unmarshal(recs[0].Value, &d); err != nil {
 		t.Fatal(err)
 	}

@@ -1065,97 +1065,6 @@ func (x *Seen) GetAtMs() int64 {
 	return 0
 }
 
-// HotKey records a producer's decision about a key whose rate crossed the
-// threshold. Topic: hot-keys (compacted), key = "<topic>/<key>". The same
-// fields and numbers as fencestream.v1.HotKey, which it replaces: the kit's
-// producer owns the decision, whatever the application.
-type HotKey struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Topic    string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Key      string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	RatePerS float64                `protobuf:"fixed64,3,opt,name=rate_per_s,json=ratePerS,proto3" json:"rate_per_s,omitempty"`
-	// True when the key was split into key#0..key#(salt_buckets-1): that key's
-	// order is gone and consumers must compensate. False: reported only, because
-	// the topic requires per-key order.
-	Salted        bool   `protobuf:"varint,4,opt,name=salted,proto3" json:"salted,omitempty"`
-	SaltBuckets   uint32 `protobuf:"varint,5,opt,name=salt_buckets,json=saltBuckets,proto3" json:"salt_buckets,omitempty"`
-	DecidedAtMs   int64  `protobuf:"varint,6,opt,name=decided_at_ms,json=decidedAtMs,proto3" json:"decided_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *HotKey) Reset() {
-	*x = HotKey{}
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *HotKey) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*HotKey) ProtoMessage() {}
-
-func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
-func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *HotKey) GetTopic() string {
-	if x != nil {
-		return x.Topic
-	}
-	return ""
-}
-
-func (x *HotKey) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *HotKey) GetRatePerS() float64 {
-	if x != nil {
-		return x.RatePerS
-	}
-	return 0
-}
-
-func (x *HotKey) GetSalted() bool {
-	if x != nil {
-		return x.Salted
-	}
-	return false
-}
-
-func (x *HotKey) GetSaltBuckets() uint32 {
-	if x != nil {
-		return x.SaltBuckets
-	}
-	return 0
-}
-
-func (x *HotKey) GetDecidedAtMs() int64 {
-	if x != nil {
-		return x.DecidedAtMs
-	}
-	return 0
-}
-
 var File_fencestream_kit_v1_kit_proto protoreflect.FileDescriptor
 
 const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
@@ -1228,15 +1137,7 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\x04seen\x18\x01 \x03(\v2\x18.fencestream.kit.v1.SeenR\x04seen\"+\n" +
 	"\x04Seen\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xad\x01\n" +
-	"\x06HotKey\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
-	"\n" +
-	"rate_per_s\x18\x03 \x01(\x01R\bratePerS\x12\x16\n" +
-	"\x06salted\x18\x04 \x01(\bR\x06salted\x12!\n" +
-	"\fsalt_buckets\x18\x05 \x01(\rR\vsaltBuckets\x12\"\n" +
-	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMs*S\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs*S\n" +
 	"\tTimerKind\x12\x1a\n" +
 	"\x16TIMER_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TIMER_KIND_STREAM\x10\x01\x12\x13\n" +
@@ -1255,7 +1156,7 @@ func file_fencestream_kit_v1_kit_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_kit_v1_kit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_fencestream_kit_v1_kit_proto_goTypes = []any{
 	(TimerKind)(0),     // 0: fencestream.kit.v1.TimerKind
 	(*Envelope)(nil),   // 1: fencestream.kit.v1.Envelope
@@ -1272,7 +1173,6 @@ var file_fencestream_kit_v1_kit_proto_goTypes = []any{
 	(*JoinRecord)(nil), // 12: fencestream.kit.v1.JoinRecord
 	(*SeenSet)(nil),    // 13: fencestream.kit.v1.SeenSet
 	(*Seen)(nil),       // 14: fencestream.kit.v1.Seen
-	(*HotKey)(nil),     // 15: fencestream.kit.v1.HotKey
 }
 var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	3,  // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
@@ -1306,7 +1206,7 @@ func file_fencestream_kit_v1_kit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_kit_proto_rawDesc), len(file_fencestream_kit_v1_kit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
