@@ -24,8 +24,11 @@
 //     without Salting a hot key is only reported, once per window; its
 //     records keep their key and their order.
 //
-// Metrics (default Prometheus registry): fencestream_producer_records_total
-// {topic}, fencestream_producer_errors_total{topic},
+// Metrics, on the Registerer WithRegisterer gives (default: Prometheus's
+// default registry): fencestream_producer_records_total{topic},
+// fencestream_producer_errors_total{topic},
 // fencestream_producer_rejected_keys_total{topic,reason} and
-// fencestream_hot_keys_total{topic,decision}.
+// fencestream_hot_keys_total{topic,decision}. They belong to the registry, not
+// the process: producers given one Registerer add up there, producers given
+// different ones count apart. The hot-key record is codecs/hotkeypb's HotKey.
 package produce
