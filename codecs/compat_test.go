@@ -148,4 +148,14 @@ func TestKitHotKeyReadsV1HotKey(t *testing.T) {
 	if got.GetKey() != "dev-7" || !got.GetSalted() || got.GetSaltBuckets() != 8 || got.GetRatePerS() != 52.5 {
 		t.Fatalf("v1 HotKey read as %v", got)
 	}
+	// The kit's kitpb.HotKey wrote exactly these bytes for these values, and
+	// so must hotkeypb's: a renumbered or retyped field changes them.
+	want := &hotkeypb.HotKey{Topic: "pings", Key: "dev-7", RatePerS: 52.5, Salted: true, SaltBuckets: 8, DecidedAtMs: 1_700_000_020_000}
+	enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(enc) != string(data) {
+		t.Fatalf("hotkeypb.HotKey encodes as %x, the records already written are %x", enc, data)
+	}
 }
