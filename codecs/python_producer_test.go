@@ -45,7 +45,7 @@ func python3(t *testing.T) string {
 	return ""
 }
 
-// TestPythonProducer runs the README's Python example (codecs/python) against
+// TestPythonProducer runs codecs/PRODUCING.md's Python example (codecs/python) against
 // an embedded broker: protoc generates the Python module from our .proto,
 // kafka-python produces, and every ping must land on the partition the
 // pinned partitioner names and decode as a Ping with the key as device_id.

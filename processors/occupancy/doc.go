@@ -97,5 +97,5 @@
 // Records written before occupancy-members existed held the members in the
 // fence's record and split full ones into salted parts (parts.go reads
 // them); their counts do not carry over to the registers, so upgrading
-// resets both groups and replays fence-triggers (README).
+// resets both groups and replays fence-triggers (cmd/OPERATING.md).
 package occupancy

@@ -19,7 +19,7 @@ var ErrForged = errors.New("trigger is not one the debouncer could have written"
 // derives from its device, fence, type and HLC (geofence.TriggerID), or, when
 // deviceKey is given, whose device is not its record key. Anyone who can write
 // the topic can still forge a consistent trigger: topic ACLs are the real
-// defence (README); this stops the inconsistent ones, which no debouncer
+// defence (cmd/OPERATING.md); this stops the inconsistent ones, which no debouncer
 // writes, from moving a count for good.
 func checkAuthentic(deviceKey string, checkKey bool, t *geofencepb.Trigger) error {
 	if checkKey && t.GetDeviceId() != deviceKey {
