@@ -19,7 +19,9 @@ func startBroker(t *testing.T, dir string, extra ...string) (addr string, stop f
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errs embeddedtest.SyncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"broker", "--data", dir, "--listen", "127.0.0.1:0"}, extra...), &out, &errs) }()
+	go func() {
+		done <- run(ctx, append([]string{"broker", "--data", dir, "--listen", "127.0.0.1:0"}, extra...), &out, &errs)
+	}()
 	stop = func() int { cancel(); return <-done }
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.HasSuffix(out.String(), "\n") {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
 // stateMarker is the file a group's state directory holds (processors/group
@@ -109,6 +110,7 @@ they are reset too, and keep deduplicating by the (deterministic) ids.`)
 	}
 	defer adm.Close()
 	plan, err := planReset(ctx, &kf, adm, procs, paired, dirs, at)
+	defer plan.unlock()
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -130,6 +132,21 @@ type resetPlan struct {
 	commits  map[string]kadm.Offsets // per group: inputs and internal inputs
 	truncate kadm.Offsets            // internal topics: delete before these
 	dirs     []string
+	// locks holds every existing state directory of dirs from the check to
+	// the removal: a process that has one (a paused instance is no member of
+	// its group) refuses the reset, and none can take one meanwhile.
+	locks []*dirlock.Lock
+}
+
+// unlock releases the state directories' locks; safe on nil.
+func (p *resetPlan) unlock() {
+	if p == nil {
+		return
+	}
+	for _, l := range p.locks {
+		_ = l.Release()
+	}
+	p.locks = nil
 }
 
 // pairedEdge is a topic one group writes across its declared ordering
@@ -152,6 +169,8 @@ func pairedEdges(topo *topology.Topology) []pairedEdge {
 	return out
 }
 
+// planReset checks everything and returns the plan; the plan (even with an
+// error) holds locks its caller releases with unlock.
 func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []topology.Processor, paired []pairedEdge, dirs []string, at time.Time) (*resetPlan, error) {
 	rctx, cancel := kf.requestCtx(ctx)
 	defer cancel()
@@ -182,7 +201,10 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 			// A processor keeps its state under <state-dir>/<group>.
 			gdir := filepath.Join(dir, g)
 			if err := checkResettableDir(gdir); err != nil {
-				return nil, err
+				return plan, err
+			}
+			if err := plan.lock(gdir); err != nil {
+				return plan, err
 			}
 			plan.dirs = append(plan.dirs, gdir)
 		}
@@ -213,7 +235,7 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 				err = starts.Error()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
+				return plan, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
 			}
 			commits = starts.Offsets()
 		}
@@ -227,7 +249,7 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 				err = ends.Error()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("group %s: internal topics: %w", p.Group, err)
+				return plan, fmt.Errorf("group %s: internal topics: %w", p.Group, err)
 			}
 			ends.Each(func(o kadm.ListedOffset) {
 				plan.truncate.AddOffset(o.Topic, o.Partition, o.Offset, -1)
@@ -241,6 +263,22 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 	return plan, nil
 }
 
+// lock takes dir's lock when dir exists (a missing one is not created).
+func (p *resetPlan) lock(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	l, err := dirlock.Acquire(dir)
+	if errors.Is(err, dirlock.ErrLocked) {
+		return fmt.Errorf("%w: a process still has its state (a stopped or paused instance is no member of its group, yet it holds the directory): %w", errRefused, err)
+	}
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	p.locks = append(p.locks, l)
+	return nil
+}
+
 // checkResettableDir refuses a directory that is not a group's state: it must
 // be missing, empty, or hold the state marker.
 func checkResettableDir(dir string) error {
@@ -250,8 +288,8 @@ func checkResettableDir(dir string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("state directory %s: %w", dir, err)
-	case len(entries) == 0:
-		return nil
+	case !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != dirlock.FileName }):
+		return nil // empty but for a lock file
 	}
 	if _, err := os.Stat(filepath.Join(dir, stateMarker)); err != nil {
 		return fmt.Errorf("%w: %s holds no %s, so it is not a group's state directory; nothing deleted", errRefused, dir, stateMarker)
