@@ -90,7 +90,7 @@ to open it.`)
 	}
 	b, err := embedded.Start(opts...)
 	if errors.Is(err, embedded.ErrUsersMissing) {
-		return c.fail(stderr, fmt.Errorf("%w (--sasl-user or FENCECTL_BROKER_SASL_USERS; --drop-sasl accepts anyone)", err))
+		return c.fail(stderr, fmt.Errorf("%w: give them again (--sasl-user or FENCECTL_BROKER_SASL_USERS), or --drop-sasl to accept anyone", err))
 	}
 	if err != nil {
 		return c.fail(stderr, err)

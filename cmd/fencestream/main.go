@@ -310,7 +310,7 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		}
 		b, err := embedded.Start(bopts...)
 		if errors.Is(err, embedded.ErrUsersMissing) {
-			return fmt.Errorf("%w (--broker-sasl-user; --broker-drop-sasl accepts anyone)", err)
+			return fmt.Errorf("%w: give them again (--broker-sasl-user), or --broker-drop-sasl to accept anyone", err)
 		}
 		if err != nil {
 			if o.brokerPort != 0 {

@@ -42,7 +42,7 @@ func prepareSASL(dir string, users int, drop bool) error {
 			return err
 		}
 		if had && !drop {
-			return fmt.Errorf("%w: %s was served with SASL users; give them again, or drop authentication on purpose", ErrUsersMissing, dir)
+			return fmt.Errorf("%w: %s was served with SASL users, and starting it without them would let anyone in", ErrUsersMissing, dir)
 		}
 		if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("embedded broker: dropping SASL: %w", err)
