@@ -42,7 +42,8 @@ earliest offset (or the first at or after --to-time); deletes every record of it
 there; a topic one group writes across its ordering boundary for another (occupancy-changes, from
 occupancy-members to occupancy) is internal to the two: they are reset together, and it is emptied
 and committed at its end like a loop; deletes the group's local state, <state-dir>/<group>, under each --state-dir (it must be a group
-state directory, holding fencestream-state.json, or empty or missing). Everything is checked before anything
+state directory, holding fencestream-state.json, or empty or missing, and no process may hold its lock: a
+paused instance is no member of its group, yet still has its state). Everything is checked before anything
 changes. Outputs already written stay: downstream groups reprocessing them see both runs unless
 they are reset too, and keep deduplicating by the (deterministic) ids.`)
 	var kf kafkaFlags
