@@ -64,6 +64,28 @@ func (c *heldConn) Close() error {
 	return c.Conn.Close()
 }
 
+// The deadlines are the 503 answer's once it is evicted.
+func (c *heldConn) SetDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *heldConn) SetReadDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *heldConn) SetWriteDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
 // CloseWrite keeps the server's graceful close of TCP connections.
 func (c *heldConn) CloseWrite() error {
 	if c.evicted.Load() {
