@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,13 +23,17 @@ SIGTERM, then closes it cleanly (the log is flushed). Once it accepts connection
 it prints its address, host:port, as the only line on stdout (use it as --brokers);
 logs go to stderr. Running it again with the same DIR resumes the same cluster
 (topics, offsets, groups and cluster id). It listens on 127.0.0.1 only.
-With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.`)
+With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.
+The users given are the only ones accepted (none is stored in DIR), and a DIR
+once served with users refuses to start without them unless --drop-sasl says
+to open it.`)
 	var logs host.LogFlags
 	logs.Register(c.fs)
 	data := c.fs.String("data", "", "directory of the broker's log (required; created if missing)")
 	listen := c.fs.String("listen", "127.0.0.1:0", "address to listen on: 127.0.0.1:PORT (port 0: any free port)")
 	tlsCert := c.fs.String("tls-cert", "", "serve TLS with this PEM certificate (chain) file; needs --tls-key")
 	tlsKey := c.fs.String("tls-key", "", "PEM private key of --tls-cert")
+	dropSASL := c.fs.Bool("drop-sasl", false, "start with no SASL user although DIR was served with some: the broker accepts anyone (without it such a start is refused)")
 	var users []embedded.Opt
 	c.fs.Func("sasl-user", "require SASL and accept MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); repeat for more users or mechanisms; each is a superuser (kfake enforces no ACLs for them). Env FENCECTL_BROKER_SASL_USERS: the same, comma-separated", func(v string) error {
 		o, err := saslUser(v)
@@ -67,6 +72,12 @@ With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.
 		}
 	}
 	opts = append(opts, users...)
+	if *dropSASL {
+		if len(users) > 0 {
+			return c.usageErr(stderr, "--drop-sasl and --sasl-user (or FENCECTL_BROKER_SASL_USERS) contradict each other")
+		}
+		opts = append(opts, embedded.DropSASL())
+	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return c.usageErr(stderr, "--tls-cert and --tls-key go together")
 	}
@@ -78,6 +89,9 @@ With --tls-cert/--tls-key it serves TLS only; with --sasl-user it requires SASL.
 		opts = append(opts, o)
 	}
 	b, err := embedded.Start(opts...)
+	if errors.Is(err, embedded.ErrUsersMissing) {
+		return c.fail(stderr, fmt.Errorf("%w: give them again (--sasl-user or FENCECTL_BROKER_SASL_USERS), or --drop-sasl to accept anyone", err))
+	}
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -14,12 +14,14 @@ import (
 
 // startBroker runs "fencectl broker" in-process until stop is called, and
 // returns the address it printed.
-func startBroker(t *testing.T, dir string) (addr string, stop func() int) {
+func startBroker(t *testing.T, dir string, extra ...string) (addr string, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errs embeddedtest.SyncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"broker", "--data", dir, "--listen", "127.0.0.1:0"}, &out, &errs) }()
+	go func() {
+		done <- run(ctx, append([]string{"broker", "--data", dir, "--listen", "127.0.0.1:0"}, extra...), &out, &errs)
+	}()
 	stop = func() int { cancel(); return <-done }
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.HasSuffix(out.String(), "\n") {
@@ -86,5 +88,35 @@ func TestBrokerServesAndResumes(t *testing.T) {
 	}
 	if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "kept" {
 		t.Fatalf("after a restart over the same --data: %d records, want the one stored", len(recs))
+	}
+}
+
+// TestBrokerWithoutItsUsersRefusesToStart: "fencectl broker" over a data
+// directory served with --sasl-user, run again without it, exits non-zero
+// saying how to go on; on main it started and accepted anyone.
+func TestBrokerWithoutItsUsersRefusesToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("broker test")
+	}
+	dir := t.TempDir()
+	_, stop := startBroker(t, dir, "--sasl-user", "SCRAM-SHA-256:alice:s3cret")
+	if code := stop(); code != exitOK {
+		t.Fatalf("broker exit %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errs embeddedtest.SyncBuffer
+	code := run(ctx, []string{"broker", "--data", dir, "--listen", "127.0.0.1:0"}, &out, &errs)
+	if code == exitOK || out.String() != "" {
+		t.Fatalf("restart without --sasl-user: exit %d, stdout %q; want a refusal", code, out.String())
+	}
+	for _, want := range []string{"required SASL", dir, "--sasl-user", "--drop-sasl"} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("stderr %q does not say %q", errs.String(), want)
+		}
+	}
+	_, stop = startBroker(t, dir, "--drop-sasl")
+	if code := stop(); code != exitOK {
+		t.Fatalf("broker with --drop-sasl: exit %d", code)
 	}
 }

@@ -53,7 +53,7 @@ is already in the topic replaces it.`)
 	var kf kafkaFlags
 	kf.register(c.fs)
 	demo := c.fs.Bool("demo", false, "load the bundled demo fence set (Berlin) instead of a file")
-	dryRun := c.fs.Bool("dry-run", false, "validate and print the fences, publish nothing")
+	dryRun := c.fs.Bool("dry-run", false, "check the fences as a load does (against the fences topic with --brokers, else against Kafka's default record limit) and print them; publish nothing")
 	ifEmpty := c.fs.Bool("if-empty", false, "publish only if the fences topic holds no records yet (idempotent first-time setup)")
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
@@ -104,10 +104,19 @@ is already in the topic replaces it.`)
 		records = append(records, &kgo.Record{Topic: geofence.TopicFences, Key: []byte(f.GetFenceId()), Value: value})
 	}
 	if *dryRun {
-		printFences(stdout, parsed)
-		if err := checkRecordSizes(records, defaultMaxMessageBytes, "Kafka's default"); err != nil {
-			fmt.Fprintf(stdout, "warning: %v\n", err)
+		// The same checks as a load: against the topic when a broker is
+		// given, else against Kafka's default limit, saying so.
+		if len(kf.cl.Brokers) > 0 {
+			if err := kf.validate(); err != nil {
+				return c.usageErr(stderr, "%v", err)
+			}
+			if err := checkLoad(ctx, kf, records); err != nil {
+				return c.fail(stderr, fmt.Errorf("%s: %w (dry run)", source, err))
+			}
+		} else if err := checkRecordSizes(records, defaultMaxMessageBytes, "Kafka's default"); err != nil {
+			return c.fail(stderr, fmt.Errorf("%s: %w (give --brokers to check against the topic's own limit); dry run: nothing published", source, err))
 		}
+		printFences(stdout, parsed)
 		fmt.Fprintf(stdout, "%d fences valid in %s; dry run: nothing published\n", len(parsed), source)
 		return exitOK
 	}
@@ -211,16 +220,9 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 		return 0, 0, 0, err
 	}
 	defer kc.Close()
-	if err := requireTopic(ctx, adm, kf, geofence.TopicFences); err != nil {
-		return 0, 0, 0, err
-	}
-	// Refused here, with the fix, rather than by the broker after the fact.
-	limit, where, err := maxMessageBytes(ctx, adm, kf, geofence.TopicFences)
+	limit, err := checkTopic(ctx, adm, kf, records)
 	if err != nil {
 		return 0, 0, 0, err
-	}
-	if err := checkRecordSizes(records, limit, where); err != nil {
-		return 0, 0, 0, fmt.Errorf("%w; nothing published", err)
 	}
 	prod := kc
 	if limit > defaultProducerBatchBytes {
@@ -260,6 +262,35 @@ func publish(ctx context.Context, kf kafkaFlags, records []*kgo.Record, ifEmpty 
 		return 0, 0, 0, fmt.Errorf("publishing to %s: %d of %d records failed: %w", geofence.TopicFences, len(errs), len(records), errors.Join(errs...))
 	}
 	return first, last, 0, nil
+}
+
+// checkLoad connects and runs checkTopic: what a load checks before it
+// publishes, for a dry run.
+func checkLoad(ctx context.Context, kf kafkaFlags, records []*kgo.Record) error {
+	kc, adm, err := kf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer kc.Close()
+	_, err = checkTopic(ctx, adm, kf, records)
+	return err
+}
+
+// checkTopic refuses records the fences topic would not take (it is missing,
+// or a record is above its max.message.bytes), here and with the fix rather
+// than by the broker after the fact, and returns the topic's limit.
+func checkTopic(ctx context.Context, adm *kadm.Client, kf kafkaFlags, records []*kgo.Record) (int32, error) {
+	if err := requireTopic(ctx, adm, kf, geofence.TopicFences); err != nil {
+		return 0, err
+	}
+	limit, where, err := maxMessageBytes(ctx, adm, kf, geofence.TopicFences)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkRecordSizes(records, limit, where); err != nil {
+		return 0, fmt.Errorf("%w; nothing published", err)
+	}
+	return limit, nil
 }
 
 const (

@@ -643,9 +643,17 @@ func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
 	if n := records(t, addr, geofence.TopicFences); n != 0 {
 		t.Fatalf("%d records published", n)
 	}
+	// A dry run refuses it too (on main it said "1 fences valid", exit 0):
+	// against the topic with --brokers, else against Kafka's default.
+	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file, "--brokers", addr)
+	wantCode(t, code, exitFailure, out, errs)
+	wantContains(t, errs, `fence "big" encodes to`, "topic fences (max.message.bytes)", "nothing published")
 	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file)
-	wantCode(t, code, exitOK, out, errs)
-	wantContains(t, out, "warning: fence \"big\" encodes to", "1 fences valid")
+	wantCode(t, code, exitFailure, out, errs)
+	wantContains(t, errs, `fence "big" encodes to`, "Kafka's default", "give --brokers", "nothing published")
+	if strings.Contains(out, "valid") {
+		t.Errorf("a refused dry run says the fences are valid:\n%s", out)
+	}
 
 	// A topic that takes larger records takes it.
 	_, adm := admin(t, addr)
@@ -657,6 +665,9 @@ func TestFencesLoadRefusesOversizedRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	code, out, errs = fencectl(t, "fences", "load", "--dry-run", file, "--brokers", addr)
+	wantCode(t, code, exitOK, out, errs)
+	wantContains(t, out, "1 fences valid")
 	code, out, errs = fencectl(t, "fences", "load", file, "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)
 	wantContains(t, out, "published 1 fences")

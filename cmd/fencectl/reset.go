@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
 // stateMarker is the file a group's state directory holds (processors/group
@@ -41,7 +42,8 @@ earliest offset (or the first at or after --to-time); deletes every record of it
 there; a topic one group writes across its ordering boundary for another (occupancy-changes, from
 occupancy-members to occupancy) is internal to the two: they are reset together, and it is emptied
 and committed at its end like a loop; deletes the group's local state, <state-dir>/<group>, under each --state-dir (it must be a group
-state directory, holding fencestream-state.json, or empty or missing). Everything is checked before anything
+state directory, holding fencestream-state.json, or empty or missing, and no process may hold its lock: a
+paused instance is no member of its group, yet still has its state). Everything is checked before anything
 changes. Outputs already written stay: downstream groups reprocessing them see both runs unless
 they are reset too, and keep deduplicating by the (deterministic) ids.`)
 	var kf kafkaFlags
@@ -109,6 +111,7 @@ they are reset too, and keep deduplicating by the (deterministic) ids.`)
 	}
 	defer adm.Close()
 	plan, err := planReset(ctx, &kf, adm, procs, paired, dirs, at)
+	defer plan.unlock()
 	if err != nil {
 		return c.fail(stderr, err)
 	}
@@ -130,6 +133,21 @@ type resetPlan struct {
 	commits  map[string]kadm.Offsets // per group: inputs and internal inputs
 	truncate kadm.Offsets            // internal topics: delete before these
 	dirs     []string
+	// locks holds every existing state directory of dirs from the check to
+	// the removal: a process that has one (a paused instance is no member of
+	// its group) refuses the reset, and none can take one meanwhile.
+	locks []*dirlock.Lock
+}
+
+// unlock releases the state directories' locks; safe on nil.
+func (p *resetPlan) unlock() {
+	if p == nil {
+		return
+	}
+	for _, l := range p.locks {
+		_ = l.Release()
+	}
+	p.locks = nil
 }
 
 // pairedEdge is a topic one group writes across its declared ordering
@@ -152,6 +170,8 @@ func pairedEdges(topo *topology.Topology) []pairedEdge {
 	return out
 }
 
+// planReset checks everything and returns the plan; the plan (even with an
+// error) holds locks its caller releases with unlock.
 func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []topology.Processor, paired []pairedEdge, dirs []string, at time.Time) (*resetPlan, error) {
 	rctx, cancel := kf.requestCtx(ctx)
 	defer cancel()
@@ -182,7 +202,10 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 			// A processor keeps its state under <state-dir>/<group>.
 			gdir := filepath.Join(dir, g)
 			if err := checkResettableDir(gdir); err != nil {
-				return nil, err
+				return plan, err
+			}
+			if err := plan.lock(gdir); err != nil {
+				return plan, err
 			}
 			plan.dirs = append(plan.dirs, gdir)
 		}
@@ -213,7 +236,7 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 				err = starts.Error()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
+				return plan, fmt.Errorf("group %s: input offsets: %w", p.Group, err)
 			}
 			commits = starts.Offsets()
 		}
@@ -227,7 +250,7 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 				err = ends.Error()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("group %s: internal topics: %w", p.Group, err)
+				return plan, fmt.Errorf("group %s: internal topics: %w", p.Group, err)
 			}
 			ends.Each(func(o kadm.ListedOffset) {
 				plan.truncate.AddOffset(o.Topic, o.Partition, o.Offset, -1)
@@ -241,6 +264,22 @@ func planReset(ctx context.Context, kf *kafkaFlags, adm *kadm.Client, procs []to
 	return plan, nil
 }
 
+// lock takes dir's lock when dir exists (a missing one is not created).
+func (p *resetPlan) lock(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	l, err := dirlock.Acquire(dir)
+	if errors.Is(err, dirlock.ErrLocked) {
+		return fmt.Errorf("%w: a process still has its state (a stopped or paused instance is no member of its group, yet it holds the directory): %w", errRefused, err)
+	}
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	p.locks = append(p.locks, l)
+	return nil
+}
+
 // checkResettableDir refuses a directory that is not a group's state: it must
 // be missing, empty, or hold the state marker.
 func checkResettableDir(dir string) error {
@@ -250,8 +289,8 @@ func checkResettableDir(dir string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("state directory %s: %w", dir, err)
-	case len(entries) == 0:
-		return nil
+	case !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() != dirlock.FileName }):
+		return nil // empty but for a lock file
 	}
 	if _, err := os.Stat(filepath.Join(dir, stateMarker)); err != nil {
 		return fmt.Errorf("%w: %s holds no %s, so it is not a group's state directory; nothing deleted", errRefused, dir, stateMarker)

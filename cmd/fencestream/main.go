@@ -89,6 +89,7 @@ type options struct {
 	http        host.HTTPFlags
 	brokerTLS   [2]string // cert, key files of the embedded broker
 	brokerUsers []embedded.User
+	dropSASL    bool
 }
 
 func (o *options) register(fs *flag.FlagSet) error {
@@ -105,6 +106,7 @@ func (o *options) register(fs *flag.FlagSet) error {
 		o.brokerUsers = append(o.brokerUsers, u)
 		return err
 	})
+	fs.BoolVar(&o.dropSASL, "broker-drop-sasl", false, "start the embedded broker with no SASL user although it was served with some: it accepts anyone (without it such a start is refused)")
 	fs.IntVar(&o.brokerPort, "broker-port", 9092, "port of the embedded broker on 127.0.0.1 (0: any free port); ignored with --brokers")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address of the web page and API (port 0: any free port; the URL is printed)")
 	fs.IntVar(&o.partitions, "partitions", int(topology.DefaultPartitions), "partition count of the keyed topics (permanent once created)")
@@ -135,6 +137,9 @@ func (o *options) validate() error {
 	}
 	if (o.brokerTLS[0] == "") != (o.brokerTLS[1] == "") {
 		return errors.New("--broker-tls-cert and --broker-tls-key go together")
+	}
+	if o.dropSASL && len(o.brokerUsers) > 0 {
+		return errors.New("--broker-drop-sasl and --broker-sasl-user contradict each other")
 	}
 	switch {
 	case o.data == "":
@@ -296,11 +301,17 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		for _, u := range o.brokerUsers {
 			bopts = append(bopts, u.Opt())
 		}
+		if o.dropSASL {
+			bopts = append(bopts, embedded.DropSASL())
+		}
 		if len(o.brokerUsers) > 0 && o.cl.SASLMechanism == "" {
 			u := o.brokerUsers[0]
 			o.cl.SASLMechanism, o.cl.SASLUser, o.cl.SASLPassword = u.Mechanism, u.Name, u.Password
 		}
 		b, err := embedded.Start(bopts...)
+		if errors.Is(err, embedded.ErrUsersMissing) {
+			return fmt.Errorf("%w: give them again (--broker-sasl-user), or --broker-drop-sasl to accept anyone", err)
+		}
 		if err != nil {
 			if o.brokerPort != 0 {
 				err = fmt.Errorf("%w (is another Kafka listening on port %d? pass --broker-port 0 for any free port, or --brokers to use that Kafka)", err, o.brokerPort)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,8 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 // processors use them, and a client without them is told what is missing.
 func TestEmbeddedBrokerOverTLSAndSASL(t *testing.T) {
 	certFile, keyFile := selfSigned(t, t.TempDir())
-	p := start(t, "--data", t.TempDir(), "--broker-port", "0", "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2",
+	data := t.TempDir()
+	p := start(t, "--data", data, "--broker-port", "0", "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2",
 		"--broker-tls-cert", certFile, "--broker-tls-key", keyFile, "--broker-sasl-user", "SCRAM-SHA-512:ops:pa:ss")
 	url := p.waitOutput(t, reURL, startDeadline)[1]
 	kafka := p.waitOutput(t, reKafka, startDeadline)[1]
@@ -70,5 +72,18 @@ func TestEmbeddedBrokerOverTLSAndSASL(t *testing.T) {
 	}
 	if code := p.interrupt(t); code != 0 {
 		t.Fatalf("SIGINT: exit code %d, want 0", code)
+	}
+
+	// Restarted without its user, the broker would accept anyone: refused
+	// (on main it started open).
+	again := start(t, "--data", data, "--broker-port", "0", "--listen", "127.0.0.1:0", "--no-sim", "--partitions", "2",
+		"--broker-tls-cert", certFile, "--broker-tls-key", keyFile)
+	if code := again.wait(t); code == 0 {
+		t.Fatal("a restart without --broker-sasl-user exited 0")
+	}
+	for _, want := range []string{"required SASL", "--broker-sasl-user", "--broker-drop-sasl"} {
+		if !strings.Contains(again.out.String(), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, tail(again.out.String(), 20))
+		}
 	}
 }

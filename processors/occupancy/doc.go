@@ -85,6 +85,11 @@
 //     or below, Expired: dropped and counted (expired_dropped), since it may
 //     be a replayed trigger of a forgotten stay — a stale EXIT must not
 //     decrement, a stale ENTER must not re-admit.
+//   - A trigger whose HLC is beyond the clock plus the group's maximum skew
+//     (group.MaxClockSkew, the binaries' --max-clock-skew) is dead-lettered
+//     (reason future-hlc) and nothing changes: a register keeps a member by
+//     its last HLC, so one clock a year ahead would otherwise hold the
+//     device at its fence for a year.
 //
 // So occupancy stays exact under duplicates, replays and reordering as long as
 // every trigger reaches its device's record less than H behind the device's

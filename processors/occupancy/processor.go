@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/hlc"
 )
 
 // metrics are occupancy's, registered on WithRegisterer's registry.
@@ -220,6 +221,14 @@ func handleTrigger(c *MembersContext, t *geofencepb.Trigger, cfg config, m *metr
 	if err := checkAuthentic(c.Key(), true, t); err != nil {
 		m.invalid.Inc()
 		c.DeadLetter(ReasonForged, err)
+		return nil
+	}
+	// A trigger from a clock ahead would hold the device's member register
+	// at its fence until the clock caught up (registers order by HLC: every
+	// real trigger before then would be stale). As the debouncer does for
+	// pings (DESIGN rule 9).
+	if err := c.CheckFuture(hlc.Time(t.GetHlc())); err != nil {
+		c.DeadLetter(group.ReasonFutureHLC, fmt.Errorf("trigger %s: %w", t.GetTriggerId(), err))
 		return nil
 	}
 	if cat := cfg.cat; cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {

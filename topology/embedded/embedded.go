@@ -18,10 +18,12 @@ import (
 type Opt func(*config)
 
 type config struct {
-	dataDir string
-	port    int
-	brokers int
-	kfake   []kfake.Opt
+	dataDir  string
+	port     int
+	brokers  int
+	kfake    []kfake.Opt
+	users    int // SASL users given
+	dropSASL bool
 }
 
 // DataDir persists the broker's log under dir (default: none, in-memory).
@@ -35,9 +37,13 @@ func Port(port int) Opt { return func(c *config) { c.port = port } }
 func Brokers(n int) Opt { return func(c *config) { c.brokers = n } }
 
 // SASL requires SASL authentication and adds a superuser with the given mechanism
-// (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512).
+// (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512). The users given are the only ones:
+// none is kept in the data directory, so a restart with other users (or other
+// passwords) accepts exactly those. A data directory once served with users
+// refuses a start without any unless DropSASL is given.
 func SASL(mechanism, user, password string) Opt {
 	return func(c *config) {
+		c.users++
 		c.kfake = append(c.kfake, kfake.EnableSASL(), kfake.Superuser(mechanism, user, password))
 	}
 }
@@ -116,6 +122,12 @@ func Start(opts ...Opt) (*Broker, error) {
 		}
 		lock = l
 	}
+	if cfg.dataDir != "" {
+		if err := prepareSASL(cfg.dataDir, cfg.users, cfg.dropSASL); err != nil {
+			_ = lock.Release()
+			return nil, err
+		}
+	}
 	id, err := clusterID(cfg.dataDir)
 	if err != nil {
 		_ = lock.Release()
@@ -127,6 +139,14 @@ func Start(opts ...Opt) (*Broker, error) {
 	if err != nil {
 		_ = lock.Release()
 		return nil, fmt.Errorf("starting embedded broker: %w", err)
+	}
+	// kfake saved its users when it created the directory's state.
+	if cfg.dataDir != "" {
+		if err := removeStoredUsers(cfg.dataDir); err != nil {
+			c.Close()
+			_ = lock.Release()
+			return nil, err
+		}
 	}
 	return &Broker{cluster: c, dataDir: cfg.dataDir, lock: lock}, nil
 }
@@ -142,7 +162,11 @@ func (b *Broker) Cluster() *kfake.Cluster { return b.cluster }
 
 // Close stops the cluster and, with a data directory, flushes it.
 // The directory stays locked until the log is flushed.
+// kfake's copy of the users, saved on close, is deleted before the unlock.
 func (b *Broker) Close() {
 	b.cluster.Close()
+	if b.dataDir != "" {
+		_ = removeStoredUsers(b.dataDir)
+	}
 	_ = b.lock.Release()
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,17 +16,85 @@ type limitListener struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	conns map[net.Conn]connState
+	conns map[*heldConn]connState
 
-	// rejecting bounds the goroutines answering 503 at once; beyond it a
-	// connection above the cap is closed without an answer.
+	// rejecting bounds the goroutines answering 503 at once; Accept waits
+	// for one to finish rather than close a connection unanswered, so the
+	// cost is this many goroutines plus the listen backlog.
 	rejecting chan struct{}
 	body      []byte
 }
 
 type connState struct {
-	busy  bool      // a request is being read or answered
-	since time.Time // when it last became idle (or was accepted)
+	busy    bool      // a request is being read or answered
+	started bool      // it has had a request: an idle keep-alive when not busy
+	since   time.Time // when it last became idle (or was accepted)
+}
+
+// heldConn is a connection the server holds. One evicted before it had a
+// request is answered 503 by the listener: from then on the server neither
+// reads a request from it nor writes to it nor closes it under the answer.
+type heldConn struct {
+	net.Conn
+	evicted atomic.Bool
+}
+
+func (c *heldConn) Read(b []byte) (int, error) {
+	if c.evicted.Load() {
+		return 0, net.ErrClosed
+	}
+	n, err := c.Conn.Read(b)
+	if c.evicted.Load() { // evicted while reading: the request is not served
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
+
+func (c *heldConn) Write(b []byte) (int, error) {
+	if c.evicted.Load() {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *heldConn) Close() error {
+	if c.evicted.Load() {
+		return nil // the 503 answer closes it
+	}
+	return c.Conn.Close()
+}
+
+// The deadlines are the 503 answer's once it is evicted.
+func (c *heldConn) SetDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *heldConn) SetReadDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *heldConn) SetWriteDeadline(t time.Time) error {
+	if c.evicted.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// CloseWrite keeps the server's graceful close of TCP connections.
+func (c *heldConn) CloseWrite() error {
+	if c.evicted.Load() {
+		return nil
+	}
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func newLimitListener(l net.Listener, max int, now func() time.Time) *limitListener {
@@ -33,7 +102,7 @@ func newLimitListener(l net.Listener, max int, now func() time.Time) *limitListe
 		Listener:  l,
 		max:       max,
 		now:       now,
-		conns:     make(map[net.Conn]connState, max),
+		conns:     make(map[*heldConn]connState, max),
 		rejecting: make(chan struct{}, 64),
 		body:      rejection(max),
 	}
@@ -45,43 +114,61 @@ func rejection(max int) []byte {
 		"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(msg), msg))
 }
 
-// Accept returns the next connection within the cap, closing the
-// longest-idle one to make room, or answering 503 to connections that find
-// every slot busy.
+// Accept returns the next connection within the cap. Above it, it makes room
+// by closing the longest-idle keep-alive or, failing that, by answering 503
+// to the longest-waiting connection that has not sent a request yet (it may
+// be on its way: a client is never left without an answer); when every
+// connection is busy with a request, the newcomer is answered 503.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
+		raw, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		c := &heldConn{Conn: raw}
 		l.mu.Lock()
-		var victim net.Conn
+		var victim *heldConn
+		var answer bool // the victim gets a 503; an idle keep-alive is just closed
 		if len(l.conns) >= l.max {
 			victim = l.oldestIdle()
 			if victim == nil {
 				l.mu.Unlock()
-				l.reject(c)
+				l.reject(raw)
 				continue
+			}
+			answer = !l.conns[victim].started
+			if answer {
+				victim.evicted.Store(true) // before the server can start a request on it
 			}
 			delete(l.conns, victim)
 		}
 		l.conns[c] = connState{since: l.now()}
 		l.mu.Unlock()
-		if victim != nil {
+		switch {
+		case victim == nil:
+		case answer:
+			l.reject(victim.Conn)
+		default:
 			_ = victim.Close() // the server sees the read fail and forgets it
 		}
 		return c, nil
 	}
 }
 
-func (l *limitListener) oldestIdle() net.Conn {
+// oldestIdle is the connection to close for a newcomer: the longest-idle
+// keep-alive, else the longest-waiting one that has had no request; nil when
+// every one is busy.
+func (l *limitListener) oldestIdle() *heldConn {
 	var (
-		victim net.Conn
-		oldest time.Time
+		victim *heldConn
+		best   connState
 	)
 	for c, s := range l.conns {
-		if !s.busy && (victim == nil || s.since.Before(oldest)) {
-			victim, oldest = c, s.since
+		if s.busy {
+			continue
+		}
+		if victim == nil || (s.started && !best.started) || (s.started == best.started && s.since.Before(best.since)) {
+			victim, best = c, s
 		}
 	}
 	return victim
@@ -89,24 +176,28 @@ func (l *limitListener) oldestIdle() net.Conn {
 
 // connState is the http.Server's ConnState hook.
 func (l *limitListener) connState(c net.Conn, s http.ConnState) {
+	hc, ok := c.(*heldConn)
+	if !ok {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cur, ok := l.conns[c]
+	cur, ok := l.conns[hc]
 	if !ok {
 		return // evicted, or rejected before the server saw it
 	}
 	switch s {
 	case http.StateActive:
-		cur.busy = true
+		cur.busy, cur.started = true, true
 	case http.StateIdle:
 		cur.busy, cur.since = false, l.now()
 	case http.StateHijacked, http.StateClosed:
-		delete(l.conns, c)
+		delete(l.conns, hc)
 		return
 	default:
 		return
 	}
-	l.conns[c] = cur
+	l.conns[hc] = cur
 }
 
 // open is the number of connections held.
@@ -116,17 +207,13 @@ func (l *limitListener) open() int {
 	return len(l.conns)
 }
 
-// reject answers 503 on c and closes it, without blocking Accept: the answer
-// is written, the write side shut, and whatever the client sent drained for
-// at most a second so the close does not reset the connection before the
-// client reads the answer.
+// reject answers 503 on c and closes it: the answer is written, the write
+// side shut, and whatever the client sent drained for at most a second so the
+// close does not reset the connection before the client reads the answer.
+// With every answering goroutine busy it waits for one (at most that second):
+// connections queue in the listen backlog rather than be closed unanswered.
 func (l *limitListener) reject(c net.Conn) {
-	select {
-	case l.rejecting <- struct{}{}:
-	default:
-		_ = c.Close()
-		return
-	}
+	l.rejecting <- struct{}{}
 	go func() {
 		defer func() { <-l.rejecting }()
 		defer c.Close()
