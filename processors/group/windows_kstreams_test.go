@@ -88,26 +88,58 @@ func ksPrint(key string, start, end, ts int64, agg string) string {
 	return fmt.Sprintf("%s [%d,%d] %s@%d", key, start, end, agg, ts)
 }
 
-// ksTimeWindows: NewWindows with a string aggregate.
-func ksTimeWindows(spec group.WindowSpec) ksKind {
+// ksFn is an aggregate function of the sources: how a value folds into the
+// custom aggregate, how two sessions' aggregates merge, and how a result
+// prints.
+type ksFn struct {
+	fold  func(agg *geofencepb.Ping, value float64)
+	merge func(into, from *geofencepb.Ping)
+	show  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string
+}
+
+var (
+	// ksConcat is MockInitializer.STRING_INIT with MockAggregator.TOSTRING_ADDER.
+	ksConcat = ksFn{fold: func(agg *geofencepb.Ping, v float64) { concat(agg, v, false) }, show: ksAgg}
+	// ksCount is a count (Kafka Streams' aggregator +1 and merger sum;
+	// ksqlDB's COUNT): Window.Count.
+	ksCount = ksFn{show: func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Count) }}
+	// ksMax is ksqlDB's MAX of non-negative values (Agg.Lat).
+	ksMax = ksFn{
+		fold:  func(agg *geofencepb.Ping, v float64) { agg.Lat = max(agg.Lat, v) },
+		merge: func(into, from *geofencepb.Ping) { into.Lat = max(into.Lat, from.Lat) },
+		show:  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Agg.GetLat()) },
+	}
+)
+
+// folder is fn's fold of value for Add, nil for a count.
+func (fn ksFn) folder(value float64) func(*geofencepb.Ping) {
+	if fn.fold == nil {
+		return nil
+	}
+	return func(agg *geofencepb.Ping) { fn.fold(agg, value) }
+}
+
+// ksTimeWindows: NewWindows aggregating with fn.
+func ksTimeWindows(spec group.WindowSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
 		w := group.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
 			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), ksAgg(win)))
+				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), fn.show(win)))
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return w.Add(c, st, at, value, func(agg *geofencepb.Ping) { concat(agg, value, false) })
+			return w.Add(c, st, at, value, fn.folder(value))
 		}
 	}
 }
 
-// ksSessions: NewSessions counting records (the aggregate is Window.Count).
-func ksSessions(spec group.SessionSpec) ksKind {
+// ksSessions: NewSessions aggregating with fn; a Removed session prints
+// null.
+func ksSessions(spec group.SessionSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
-		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil,
+		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, fn.merge,
 			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-				agg := fmt.Sprint(win.Count)
+				agg := fn.show(win)
 				if win.Removed {
 					agg = "null"
 				}
@@ -115,7 +147,7 @@ func ksSessions(spec group.SessionSpec) ksKind {
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, nil)
+			return s.Add(c, st, at, value, fn.folder(value))
 		}
 	}
 }
@@ -269,7 +301,7 @@ const gapMs = int64(5 * 60 * 1000)
 func TestKStreamsSessions(t *testing.T) {
 	gap := time.Duration(gapMs) * time.Millisecond
 	spec := group.SessionWindows(gap, 0).Retain(3*gap - gap).Emitting(group.EmitUpdates)
-	runKSCases(t, ksSessions(spec), []ksCase{
+	runKSCases(t, ksSessions(spec, ksCount), []ksCase{
 		{name: "a merge forwards a tombstone for a session with the merged start",
 			source: "shouldImmediatelyForwardRemovedSessionsWhenMerging",
 			recs:   []ksRec{{"a", 0, 1}, {"a", 5, 1}},
@@ -303,14 +335,14 @@ func TestKStreamsSessions(t *testing.T) {
 			recs:  []ksRec{{"mel", 0, 1}, {"mel", gapMs + 1, 2}, {"mel", gapMs / 2, 3}},
 			table: []string{"mel [0,300001] 3@300001"}},
 	})
-	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, 0).Emitting(group.EmitUpdates)), []ksCase{
+	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, 0).Emitting(group.EmitUpdates), ksCount), []ksCase{
 		{name: "zero grace: late once stream time is past end + gap",
 			source: "shouldLogAndMeterWhenSkippingLateRecordWithZeroGrace",
 			recs:   []ksRec{{"dummy", 0, 0}, {"OnTime1", 0, 1}, {"dummy", 11, 0}, {"Late1", 0, 1}},
 			table:  []string{"OnTime1 [0,0] 1@0", "dummy [0,0] 1@0", "dummy [11,11] 1@11"},
 			late:   []string{"Late1@0"}},
 	})
-	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, time.Millisecond).Emitting(group.EmitUpdates)), []ksCase{
+	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, time.Millisecond).Emitting(group.EmitUpdates), ksCount), []ksCase{
 		{name: "grace: on time at end + gap + grace, late after",
 			source: "shouldLogAndMeterWhenSkippingLateRecordWithNonzeroGrace",
 			recs:   []ksRec{{"dummy", 0, 0}, {"OnTime1", 0, 1}, {"dummy", 11, 0}, {"OnTime2", 0, 1}, {"dummy", 12, 0}, {"Late1", 0, 1}},
@@ -435,7 +467,7 @@ func TestKStreamsSlidingLargeInput(t *testing.T) {
 // The source's grace is the old default, 24 h; here 1 s, which no record in
 // the input comes near either.
 func TestKStreamsHoppingUpdates(t *testing.T) {
-	runKSCases(t, ksTimeWindows(group.Hopping(10*time.Millisecond, 5*time.Millisecond, time.Second).Emitting(group.EmitUpdates)), []ksCase{
+	runKSCases(t, ksTimeWindows(group.Hopping(10*time.Millisecond, 5*time.Millisecond, time.Second).Emitting(group.EmitUpdates), ksConcat), []ksCase{
 		{name: "every change, stamped with the window's latest record", source: "testAggBasic",
 			recs: []ksRec{
 				{"A", 0, 1}, {"B", 1, 2}, {"C", 2, 3}, {"D", 3, 4}, {"A", 4, 1},
@@ -481,4 +513,55 @@ func TestWindowBoundOption(t *testing.T) {
 	if err := build(spec.Bounded(-1)); err == nil {
 		t.Fatal("a negative bound accepted")
 	}
+}
+
+// ksqlDay is ksqlDB's (and older Kafka Streams') default grace: 24 h minus
+// the window size.
+func ksqlDay(size time.Duration) time.Duration { return 24*time.Hour - size }
+
+// TestKsqlHoppingChanges: ksqlDB query-validation-tests hopping-windows.json
+// (confluentinc/ksql, ksqldb-functional-tests/src/test/resources/
+// query-validation-tests/), tables under EMIT CHANGES with ksqlDB's default
+// grace, which the default bound refuses on these windows: the spec states
+// its bound. Keys are the tests' ids; values the aggregate column.
+func TestKsqlHoppingChanges(t *testing.T) {
+	size := 30 * time.Second
+	runKSCases(t, ksTimeWindows(group.Hopping(size, 10*time.Second, ksqlDay(size)).Bounded(8642).Emitting(group.EmitUpdates), ksMax), []ksCase{
+		{name: "max hopping", source: "hopping-windows.json: max hopping",
+			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"100", 30000, 100}, {"100", 45000, 6}, {"100", 50000, 300}, {"0", 35000, 100}, {"0", 40000, 2000}},
+			want: []string{
+				"0 [0,30000] 0@0", "0 [0,30000] 5@10000", "0 [10000,40000] 5@10000",
+				"100 [10000,40000] 100@30000", "100 [20000,50000] 100@30000", "100 [30000,60000] 100@30000",
+				"100 [20000,50000] 100@45000", "100 [30000,60000] 100@45000", "100 [40000,70000] 6@45000",
+				"100 [30000,60000] 300@50000", "100 [40000,70000] 300@50000", "100 [50000,80000] 300@50000",
+				"0 [10000,40000] 100@35000", "0 [20000,50000] 100@35000", "0 [30000,60000] 100@35000",
+				"0 [20000,50000] 2000@40000", "0 [30000,60000] 2000@40000", "0 [40000,70000] 2000@40000",
+			}},
+	})
+	size = 5 * time.Second
+	runKSCases(t, ksTimeWindows(group.Hopping(size, time.Second, ksqlDay(size)).Bounded(86402).Emitting(group.EmitUpdates), ksCount), []ksCase{
+		{name: "count", source: "hopping-windows.json: count",
+			recs: []ksRec{{"0", 10345, 0}, {"0", 13251, 0}},
+			want: []string{
+				"0 [6000,11000] 1@10345", "0 [7000,12000] 1@10345", "0 [8000,13000] 1@10345", "0 [9000,14000] 1@10345", "0 [10000,15000] 1@10345",
+				"0 [9000,14000] 2@13251", "0 [10000,15000] 2@13251", "0 [11000,16000] 1@13251", "0 [12000,17000] 1@13251", "0 [13000,18000] 1@13251",
+			}},
+	})
+}
+
+// TestKsqlSessionChanges: ksqlDB query-validation-tests session-windows.json
+// "max session", WINDOW SESSION (30 SECONDS) under EMIT CHANGES: each merge
+// forwards a tombstone for the session it replaces, though the merged
+// session keeps its start.
+func TestKsqlSessionChanges(t *testing.T) {
+	gap := 30 * time.Second
+	runKSCases(t, ksSessions(group.SessionWindows(gap, ksqlDay(gap)).Emitting(group.EmitUpdates), ksMax), []ksCase{
+		{name: "max session", source: "session-windows.json: max session",
+			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"1", 10000, 100}, {"1", 40000, 200}},
+			want: []string{
+				"0 [0,0] 0@0", "0 [0,0] null@0", "0 [0,10000] 5@10000",
+				"1 [10000,10000] 100@10000", "1 [10000,10000] null@10000", "1 [10000,40000] 200@40000",
+			},
+			table: []string{"0 [0,10000] 5@10000", "1 [10000,40000] 200@40000"}},
+	})
 }
