@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -301,11 +302,21 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 }
 
 // migrate turns state written before windows were kept (the key's records in
-// WindowSet.records) into windows, replaying the records in event-time
-// order, once.
+// WindowSet.records) into windows, replaying the records in event-time order
+// into every window they place, once; windows that had closed by then were
+// handed over already, and are marked closed.
 func (s *Sliding[S, PS, A, PA]) migrate(ws *kitpb.WindowSet) error {
+	if len(ws.Records) == 0 {
+		return nil
+	}
 	recs := ws.Records
 	ws.Records = nil
+	defer func() {
+		closeT := s.closeTime(ws.ClosedMs)
+		for _, win := range ws.Windows {
+			win.Closed = win.EndMs < closeT
+		}
+	}()
 	for _, r := range recs {
 		var fold func(PA)
 		if len(r.Agg) > 0 && s.combine != nil {
@@ -315,7 +326,7 @@ func (s *Sliding[S, PS, A, PA]) migrate(ws *kitpb.WindowSet) error {
 			}
 			fold = func(agg PA) { s.combine(agg, m) }
 		}
-		if _, err := s.place(ws, r.StartMs, r.Sum, fold, s.closeTime(ws.ClosedMs)); err != nil {
+		if _, err := s.place(ws, r.StartMs, r.Sum, fold, math.MinInt64); err != nil {
 			return fmt.Errorf("sliding windows %s: %w", s.name, err)
 		}
 	}

@@ -273,6 +273,19 @@ func TestConformanceSessions(t *testing.T) {
 			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[15,15) n=1 sum=2"}, "B": {"[16,16) n=1 sum=0"}}},
 	})
+	// With Retention a closed session stays mergeable (Kafka Streams' session
+	// store retention): the record at 15 is not late (its merged session
+	// [10,15] is open at stream time 16), so it re-opens [10,10], handed over
+	// already, and the merged session is handed over again when it closes.
+	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 0).Retain(10*time.Millisecond)), []conformanceCase{
+		{name: "retained: a closed session re-opens and is handed over again",
+			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,15) n=2 sum=3"}, "B": {"[16,16) n=1 sum=0"}}},
+		{name: "retained: a record reaching only closed sessions is late",
+			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 9, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1"}, "B": {"[16,16) n=1 sum=0"}},
+			late: []string{"A@9"}},
+	})
 	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond).Emitting(group.EmitUpdates)), []conformanceCase{
 		// Every absorbed session is removed, [10,10] too though the merged
 		// session keeps its start (KStreamSessionWindowAggregateProcessorTest
