@@ -549,6 +549,22 @@ func TestKsqlHoppingChanges(t *testing.T) {
 	})
 }
 
+// TestKsqlTumblingChanges: ksqlDB query-validation-tests tumbling-windows.json
+// "max tumbling", WINDOW TUMBLING (SIZE 30 SECONDS) under EMIT CHANGES with
+// ksqlDB's default grace: the "keep up to 2882 windows per key".
+func TestKsqlTumblingChanges(t *testing.T) {
+	size := 30 * time.Second
+	runKSCases(t, ksTimeWindows(group.Tumbling(size, ksqlDay(size)).Bounded(2882).Emitting(group.EmitUpdates), ksMax), []ksCase{
+		{name: "max tumbling", source: "tumbling-windows.json: max tumbling",
+			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"100", 30000, 100}, {"100", 45000, 6}, {"100", 50000, 300}, {"0", 35000, 100}, {"0", 40000, 2000}},
+			want: []string{
+				"0 [0,30000] 0@0", "0 [0,30000] 5@10000",
+				"100 [30000,60000] 100@30000", "100 [30000,60000] 100@45000", "100 [30000,60000] 300@50000",
+				"0 [30000,60000] 100@35000", "0 [30000,60000] 2000@40000",
+			}},
+	})
+}
+
 // TestKsqlSessionChanges: ksqlDB query-validation-tests session-windows.json
 // "max session", WINDOW SESSION (30 SECONDS) under EMIT CHANGES: each merge
 // forwards a tombstone for the session it replaces, though the merged
