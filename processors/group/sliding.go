@@ -202,7 +202,11 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 			near = append(near, win)
 		}
 	}
-	starts := map[int64]bool{}
+	// exists: a window starting at start was there before the record.
+	exists := func(start int64) bool {
+		_, ok := slices.BinarySearchFunc(near, start, func(w *kitpb.Window, start int64) int { return cmp.Compare(w.StartMs, start) })
+		return ok
+	}
 	var leftAgg, rightAgg *kitpb.Window
 	hasPrev, prev := false, int64(0)
 	leftCreated, rightCreated := false, false
@@ -210,8 +214,13 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 		// Early records share the window [0, d] (no window starts before
 		// the epoch).
 		var combined *kitpb.Window
-		for _, win := range near {
-			starts[win.StartMs] = true
+		last := -1
+		for i, win := range near {
+			if win.StartMs != 0 && win.StartMs <= t {
+				last = i
+			}
+		}
+		for i, win := range near {
 			switch {
 			case win.StartMs == 0:
 				combined = win
@@ -219,7 +228,9 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 					hasPrev, prev = true, win.MaxMs
 				}
 			case win.StartMs <= t:
-				rightAgg = protov2.CloneOf(win)
+				if i == last {
+					rightAgg = protov2.CloneOf(win)
+				}
 				if err := p.update(win, false); err != nil {
 					return nil, err
 				}
@@ -235,7 +246,7 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 			p.put(win)
 			p.changed = append(p.changed, win)
 		}
-		if hasPrev && !starts[prev+1] {
+		if hasPrev && !exists(prev+1) {
 			if err := p.update(p.create(prev+1, nil), true); err != nil {
 				return nil, err
 			}
@@ -248,8 +259,15 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 		}
 		return p.changed, err
 	}
-	for _, win := range near {
-		starts[win.StartMs] = true
+	// The right window's aggregate is what the latest-starting window
+	// holding the record held before it: copy only that one.
+	last := -1
+	for i, win := range near {
+		if win.StartMs <= t && win.StartMs+d > t {
+			last = i
+		}
+	}
+	for i, win := range near {
 		end := win.StartMs + d
 		switch {
 		case end < t:
@@ -264,7 +282,9 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 				return nil, err
 			}
 		case win.StartMs <= t:
-			rightAgg = protov2.CloneOf(win)
+			if i == last {
+				rightAgg = protov2.CloneOf(win)
+			}
 			if err := p.update(win, false); err != nil {
 				return nil, err
 			}
@@ -273,8 +293,9 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 		}
 	}
 	// The previous record's right window, when it holds this record.
-	if hasPrev && !starts[prev+1] && prev+1+d >= t {
-		starts[prev+1] = true
+	prevRight := false
+	if hasPrev && !exists(prev+1) && prev+1+d >= t {
+		prevRight = true
 		if err := p.update(p.create(prev+1, nil), true); err != nil {
 			return nil, err
 		}
@@ -282,7 +303,7 @@ func (s *Sliding[S, PS, A, PA]) place(ws *kitpb.WindowSet, t int64, value float6
 	// The record's left window, from the window ending just before it when
 	// the previous record is in it. (When the previous record's right window
 	// just created starts at t-d, it is this one, with the same contents.)
-	if !leftCreated && !starts[t-d] {
+	if !leftCreated && !(prevRight && prev+1 == t-d) {
 		var from *kitpb.Window
 		if hasPrev && t-d <= prev {
 			from = leftAgg
