@@ -127,6 +127,64 @@
 //
 // Windows (NewWindows) and state TTL (StateTTL) are built on stream-time timers.
 //
+// # Windows: Kafka Streams' answers, and where they differ
+//
+// Time windows (NewWindows: tumbling, hopping), sessions (NewSessions) and
+// sliding windows (NewSliding) give Kafka Streams' results for the same
+// records in partition order: the same windows, aggregates folded in arrival
+// order, the same records late, and each result stamped (Window.Time) as
+// Kafka Streams stamps it, with the largest event time in the window (a
+// session's end). EmitUpdates hands over what a windowed KTable forwards
+// without a cache: every update, and for each session a merge absorbs a
+// Removed result (Kafka Streams' tombstone, stamped with the old end) unless
+// the merged session is the record's own [t, t]. EmitFinal hands over what
+// emitStrategy(onWindowClose) or suppress(untilWindowCloses) forward, no
+// tombstones. Tables transcribed from Kafka Streams' unit tests and ksqlDB's
+// query-validation tests check this (windows_kstreams_test.go). The
+// remaining differences, each for a reason:
+//
+//   - No record cache. Kafka Streams' caching store (its default) coalesces a
+//     window's updates between commits, so what it forwards depends on commit
+//     timing; the kit hands over every update, as Kafka Streams does without
+//     caching. The last result of each window is the same.
+//   - Closing on timers. Kafka Streams hands final results over only when a
+//     record arrives; the kit also closes windows on a stream-time timer once
+//     any key's record has moved the partition's stream time. The results are
+//     the same, sooner.
+//   - Order across windows. Within one record, Kafka Streams' order follows
+//     its store iterator (forward or reverse, by store); the kit's is fixed:
+//     time windows by start; sliding windows the updated ones by start, then
+//     the previous record's right window, the record's left window, its right
+//     window; a merge's Removed sessions before the merged one.
+//   - Retention. Kafka Streams' stores expire by segment (RocksDB) or entry
+//     (in-memory) from the latest time the store has seen; the kit keeps a
+//     closed window exactly its Retention past its close. A session store's
+//     retention R is SessionSpec.Retention R − Gap − Grace; sliding windows
+//     keep Kafka Streams' default, 2·Difference + Grace (a window a Difference
+//     past its close). A record reaching a session or window at the edge of
+//     expiry can merge with it in one and not in the other.
+//   - A "final" session can still change, as in Kafka Streams: with
+//     Retention, a record within Gap of a closed session that is not itself
+//     late (its merged session would still be open) merges it, and the merged
+//     session is handed over again. With Retention 0 a closed session is
+//     final.
+//   - A bound per key. A key keeps at most its spec's MaxWindows (Bounded;
+//     default MaxWindowsPerKey): a time-window spec whose worst case needs
+//     more is refused when the group is built; sessions and sliding windows
+//     beyond it drop the oldest (handed over first under EmitFinal). Kafka
+//     Streams has none; the kit rewrites a key's windows with its state on
+//     every record, so their number must stay known.
+//   - No default grace. Kafka Streams' old default (24 h minus the size,
+//     ksqlDB's default) or none (ofSizeWithNoGrace) are both spelled out in
+//     the spec; a day of grace on short windows needs Bounded.
+//   - An event time before the epoch is an error, not a late record.
+//   - A Removed session carries its last aggregate (Kafka Streams' tombstone
+//     has none); readers treat it as a deletion of (key, Start, End).
+//   - State written before results carried a time: a window's Time is the
+//     epoch until its next record, and a sliding window set's stored records
+//     are replayed (in event-time order) into windows at their key's next
+//     record or timer.
+//
 // # Building: options, builds, metrics, handles
 //
 // A Group is a declaration plus registrations (New, Stream, Loop, Output,

@@ -26,10 +26,16 @@ type SessionSpec struct {
 	// session, or start one already past it, is late.
 	Grace time.Duration
 	// Retention is how long after its close a closed session stays in the
-	// state (for views); 0 drops it when it closes.
+	// state, for views and for merging: a record within Gap of a retained
+	// session merges it (see Sessions). 0 drops it when it closes. Kafka
+	// Streams' session store retention R (Materialized.withRetention, at
+	// least gap plus grace) is Retention R − Gap − Grace.
 	Retention time.Duration
 	// Emit is when results are handed over (default EmitFinal).
 	Emit EmitStrategy
+	// MaxWindows bounds the sessions a key keeps (default MaxWindowsPerKey);
+	// beyond it the oldest close early.
+	MaxWindows int
 }
 
 // SessionWindows is sessions of a key separated by gap of inactivity, taking
@@ -44,6 +50,10 @@ func (s SessionSpec) Retain(d time.Duration) SessionSpec { s.Retention = d; retu
 // Emitting returns s handing results over as e says.
 func (s SessionSpec) Emitting(e EmitStrategy) SessionSpec { s.Emit = e; return s }
 
+// Bounded returns s keeping up to n sessions per key instead of
+// MaxWindowsPerKey.
+func (s SessionSpec) Bounded(n int) SessionSpec { s.MaxWindows = n; return s }
+
 func (s SessionSpec) validate() error {
 	switch {
 	case s.Gap < time.Millisecond:
@@ -52,6 +62,8 @@ func (s SessionSpec) validate() error {
 		return fmt.Errorf("session grace %s and retention %s must not be negative", s.Grace, s.Retention)
 	case s.Emit != EmitFinal && s.Emit != EmitUpdates:
 		return fmt.Errorf("unknown emit strategy %d", s.Emit)
+	case s.MaxWindows < 0:
+		return fmt.Errorf("session bound %d must not be negative", s.MaxWindows)
 	}
 	return nil
 }
@@ -63,12 +75,18 @@ func (s SessionSpec) validate() error {
 // each session is handed over once under EmitFinal. Its state is a
 // kitpb.WindowSet whose windows are the sessions, [start, end] with end the
 // time of the last record (inclusive, as in Kafka Streams); a key keeps at
-// most MaxWindowsPerKey of them (beyond, the oldest close early).
+// most SessionSpec.MaxWindows of them (beyond, the oldest close early).
 //
-// One difference from Kafka Streams, on purpose: a closed session is final. A
-// record within the gap of a session that has already closed starts a new
-// session instead of merging into the one handed over (Kafka Streams would
-// merge it and hand the merged session over again).
+// Merging follows Kafka Streams' KStreamSessionWindowAggregate: a record at t
+// takes every session the key still keeps — open, or closed and within
+// Retention — that ends at or after t−Gap and starts at or before t+Gap; it is
+// late only if the merged session would itself be closed (its end plus gap
+// plus grace before stream time). So with Retention 0 a closed session is
+// final, but with Retention a record that is not late (within grace of its own
+// session, or extending an open one) re-opens a closed session it reaches: the
+// merged session is handed over again when it closes (EmitFinal) or at once
+// (EmitUpdates, with a Removed result for the old one). A "final" result is
+// therefore final only once the session is past its close plus Retention.
 type Sessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 	g     *Group[S, PS]
 	name  string
@@ -83,8 +101,11 @@ type Sessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // group) on g; set and emit as for NewWindows. merge folds the custom
 // aggregate of a session into another's when a record bridges them; it may be
 // nil when Add is never given a fold. Under EmitUpdates a merge also hands
-// over each absorbed session with Removed set (Kafka Streams' tombstone), so
-// a reader keyed by session start can drop it.
+// over each absorbed session with Removed set, before the merged one (Kafka
+// Streams' tombstone, stamped with the old end), so a reader keyed by the
+// session's start and end, as Kafka Streams' windowed keys are, can drop it;
+// as in Kafka Streams none is handed over when the merged session is the
+// record's own [t, t] (it replaces a session of that same key).
 func NewSessions[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec SessionSpec, set func(PS) *kitpb.WindowSet, merge func(into, from PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sessions[S, PS, A, PA] {
 	s := &Sessions[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, merge: merge, emit: emit, timer: kitTimerPrefix + "session/" + name}
 	if err := spec.validate(); err != nil {
@@ -115,7 +136,7 @@ func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, val
 	merged := &kitpb.Window{StartMs: t, EndMs: t}
 	var absorbed []*kitpb.Window
 	for _, win := range ws.Windows {
-		if !win.Closed && win.EndMs >= t-gap && win.StartMs <= t+gap {
+		if win.EndMs >= t-gap && win.StartMs <= t+gap {
 			absorbed = append(absorbed, win)
 			merged.StartMs, merged.EndMs = min(merged.StartMs, win.StartMs), max(merged.EndMs, win.EndMs)
 		}
@@ -129,15 +150,15 @@ func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, val
 	if err := s.combine(merged, absorbed); err != nil {
 		return err
 	}
-	if err := foldInto(merged, value, fold); err != nil {
+	if err := foldInto(merged, t, value, fold); err != nil {
 		return fmt.Errorf("sessions %s: session %d: %w", s.name, merged.StartMs, err)
 	}
 	ws.Windows = slices.DeleteFunc(ws.Windows, func(w *kitpb.Window) bool { return slices.Contains(absorbed, w) })
 	ws.Windows = append(ws.Windows, merged)
 	slices.SortFunc(ws.Windows, func(a, b *kitpb.Window) int { return cmp.Compare(a.StartMs, b.StartMs) })
 	if s.spec.Emit == EmitUpdates {
-		for _, old := range absorbed {
-			if old.StartMs != merged.StartMs {
+		if merged.StartMs != t || merged.EndMs != t {
+			for _, old := range absorbed {
 				errs = append(errs, s.handOver(c, st, old, true))
 			}
 		}
@@ -189,6 +210,7 @@ func (s *Sessions[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.W
 		return err
 	}
 	res.Removed = removed
+	res.Time = res.End
 	return s.emit(c, st, res)
 }
 
@@ -211,10 +233,10 @@ func (s *Sessions[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.Win
 	return errors.Join(errs...)
 }
 
-// evict closes the oldest sessions early beyond MaxWindowsPerKey.
+// evict closes the oldest sessions early beyond the bound.
 func (s *Sessions[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.WindowSet) error {
 	var errs []error
-	for len(ws.Windows) > MaxWindowsPerKey {
+	for len(ws.Windows) > windowBound(s.spec.MaxWindows) {
 		win := ws.Windows[0]
 		ws.Windows = ws.Windows[1:]
 		if !win.Closed && s.spec.Emit == EmitFinal {

@@ -19,7 +19,9 @@ import (
 // handler may ignore the error (drop) or return it (dead-letter as invalid).
 var ErrLate = errors.New("record is later than its windows' grace")
 
-// MaxWindowsPerKey bounds the windows of one window set.
+// MaxWindowsPerKey is the default bound on the windows of one window set (a
+// key's windows, sessions or sliding windows); each spec's Bounded raises it
+// (a day of grace on short windows, ksqlDB's default, needs more).
 const MaxWindowsPerKey = 1024
 
 // EmitStrategy says when a window set hands its results over.
@@ -56,6 +58,10 @@ type WindowSpec struct {
 	Retention time.Duration
 	// Emit is when results are handed over (default EmitFinal).
 	Emit EmitStrategy
+	// MaxWindows bounds the windows a key keeps (default MaxWindowsPerKey):
+	// a spec needing more (Size+Grace+Retention over Advance, plus two) is
+	// refused when the group is built.
+	MaxWindows int
 }
 
 // Tumbling is windows of size, back to back, taking records until grace after
@@ -76,6 +82,20 @@ func (s WindowSpec) Retain(d time.Duration) WindowSpec { s.Retention = d; return
 // Emitting returns s handing results over as e says.
 func (s WindowSpec) Emitting(e EmitStrategy) WindowSpec { s.Emit = e; return s }
 
+// Bounded returns s keeping up to n windows per key instead of
+// MaxWindowsPerKey. Each window is a few dozen bytes of the key's state plus
+// its custom aggregate, and the whole set is rewritten with every record of
+// the key.
+func (s WindowSpec) Bounded(n int) WindowSpec { s.MaxWindows = n; return s }
+
+// windowBound is the bound a spec's MaxWindows states, 0 meaning the default.
+func windowBound(n int) int {
+	if n == 0 {
+		return MaxWindowsPerKey
+	}
+	return n
+}
+
 func (s WindowSpec) validate() error {
 	switch {
 	case s.Size < time.Millisecond || s.Advance < time.Millisecond:
@@ -86,8 +106,10 @@ func (s WindowSpec) validate() error {
 		return fmt.Errorf("window grace %s and retention %s must not be negative", s.Grace, s.Retention)
 	case s.Emit != EmitFinal && s.Emit != EmitUpdates:
 		return fmt.Errorf("unknown emit strategy %d", s.Emit)
-	case s.maxWindows() > MaxWindowsPerKey:
-		return fmt.Errorf("windows of %s every %s with grace %s and retention %s keep up to %d windows per key, above %d", s.Size, s.Advance, s.Grace, s.Retention, s.maxWindows(), MaxWindowsPerKey)
+	case s.MaxWindows < 0:
+		return fmt.Errorf("window bound %d must not be negative", s.MaxWindows)
+	case s.maxWindows() > windowBound(s.MaxWindows):
+		return fmt.Errorf("windows of %s every %s with grace %s and retention %s keep up to %d windows per key, above the bound %d (raise it with Bounded)", s.Size, s.Advance, s.Grace, s.Retention, s.maxWindows(), windowBound(s.MaxWindows))
 	}
 	return nil
 }
@@ -117,6 +139,10 @@ func (s WindowSpec) starts(atMs int64) []int64 {
 // Window is one window's result.
 type Window[A any, PA codecs.Message[A]] struct {
 	Start, End time.Time
+	// Time is the result's event time, as Kafka Streams stamps a windowed
+	// result: the largest event time of the records in the window (for a
+	// session, its End; for a Removed session, the End it had).
+	Time time.Time
 	// Count is the number of records added; Sum the sum of their values.
 	Count int64
 	Sum   float64
@@ -211,7 +237,7 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 		if win.Closed {
 			continue // closed early by the bound (evict)
 		}
-		if err := foldInto(win, value, fold); err != nil {
+		if err := foldInto(win, atMs, value, fold); err != nil {
 			return fmt.Errorf("windows %s: window %d: %w", w.name, start, err)
 		}
 		changed = append(changed, win)
@@ -247,10 +273,11 @@ func streamNowFor[S any, PS codecs.Message[S]](c *Context[S, PS], ws *kitpb.Wind
 	return now
 }
 
-// foldInto adds one record to a window.
-func foldInto[A any, PA codecs.Message[A]](win *kitpb.Window, value float64, fold func(agg PA)) error {
+// foldInto adds one record at event time atMs to a window.
+func foldInto[A any, PA codecs.Message[A]](win *kitpb.Window, atMs int64, value float64, fold func(agg PA)) error {
 	win.Count++
 	win.Sum += value
+	win.MaxMs = max(win.MaxMs, atMs)
 	if fold == nil {
 		return nil
 	}
@@ -364,7 +391,7 @@ func (w *Windows[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
 }
 
 func windowOf[A any, PA codecs.Message[A]](win *kitpb.Window) (Window[A, PA], error) {
-	res := Window[A, PA]{Start: time.UnixMilli(win.GetStartMs()), End: time.UnixMilli(win.GetEndMs()), Count: win.GetCount(), Sum: win.GetSum(), Closed: win.GetClosed()}
+	res := Window[A, PA]{Start: time.UnixMilli(win.GetStartMs()), End: time.UnixMilli(win.GetEndMs()), Time: time.UnixMilli(win.GetMaxMs()), Count: win.GetCount(), Sum: win.GetSum(), Closed: win.GetClosed()}
 	if len(win.GetAgg()) > 0 {
 		res.Agg = PA(new(A))
 		if err := protov2.Unmarshal(win.GetAgg(), res.Agg); err != nil {

@@ -273,10 +273,26 @@ func TestConformanceSessions(t *testing.T) {
 			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[15,15) n=1 sum=2"}, "B": {"[16,16) n=1 sum=0"}}},
 	})
+	// With Retention a closed session stays mergeable (Kafka Streams' session
+	// store retention): the record at 15 is not late (its merged session
+	// [10,15] is open at stream time 16), so it re-opens [10,10], handed over
+	// already, and the merged session is handed over again when it closes.
+	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 0).Retain(10*time.Millisecond)), []conformanceCase{
+		{name: "retained: a closed session re-opens and is handed over again",
+			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,15) n=2 sum=3"}, "B": {"[16,16) n=1 sum=0"}}},
+		{name: "retained: a record reaching only closed sessions is late",
+			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 9, 2}, {"B", 100, 0}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1"}, "B": {"[16,16) n=1 sum=0"}},
+			late: []string{"A@9"}},
+	})
 	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond).Emitting(group.EmitUpdates)), []conformanceCase{
+		// Every absorbed session is removed, [10,10] too though the merged
+		// session keeps its start (KStreamSessionWindowAggregateProcessorTest
+		// shouldImmediatelyForwardRemovedSessionsWhenMerging).
 		{name: "updates: every change, the absorbed sessions removed",
 			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"A", 16, 4}, {"B", 100, 0}},
-			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,12) n=2 sum=3", "[20,20) n=1 sum=3", "[20,20) n=-1 sum=3", "[10,20) n=4 sum=10"}, "B": {"[100,100) n=1 sum=0"}}},
+			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,10) n=-1 sum=1", "[10,12) n=2 sum=3", "[20,20) n=1 sum=3", "[10,12) n=-1 sum=3", "[20,20) n=-1 sum=3", "[10,20) n=4 sum=10"}, "B": {"[100,100) n=1 sum=0"}}},
 	})
 }
 
@@ -306,18 +322,29 @@ func TestConformanceSliding(t *testing.T) {
 			want: map[string][]string{"A": {"[3000,8000) n=1 sum=1", "[4200,9200) n=2 sum=3", "[7400,12400) n=3 sum=6", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3"}}},
 	})
 	runConformance(t, slidingWindows(group.SlidingWindows(10*time.Millisecond, 0)), []conformanceCase{
-		{name: "closed when stream time is past end + grace; late once the window a record starts is closed",
-			// A@39's own window [29,39] is closed, but the one it starts,
-			// [40,50], is not: it joins [30,40] and starts [40,50].
+		{name: "closed when stream time is past end + grace; late once t + difference is before stream time - grace",
+			// A@39 is not late (39+10 is not before 40), but its own window
+			// [29,39] is closed and no open window holds it: as in Kafka
+			// Streams it changes nothing, and nothing of it is kept, so A@40
+			// finds no record before it ([30,40] holds only itself) and
+			// starts no right window.
 			recs: []rec{{"A", 20, 1}, {"B", 40, 0}, {"A", 25, 2}, {"A", 39, 4}, {"A", 40, 8}, {"B", 100, 0}},
-			want: map[string][]string{"A": {"[10,20) n=1 sum=1", "[30,40) n=2 sum=12", "[40,50) n=1 sum=8"}, "B": {"[30,40) n=1 sum=0"}},
+			want: map[string][]string{"A": {"[10,20) n=1 sum=1", "[30,40) n=1 sum=8"}, "B": {"[30,40) n=1 sum=0"}},
 			late: []string{"A@25"}},
+		{name: "the skip bound: a record at stream time - grace - difference is not late, one a millisecond earlier is",
+			recs: []rec{{"A", 50, 1}, {"A", 40, 2}, {"A", 39, 4}, {"B", 100, 0}},
+			// A@40 finds [40,50] (left window closed) and starts its right
+			// window from it; B's window is still open at the end.
+			want: map[string][]string{"A": {"[40,50) n=2 sum=3", "[41,51) n=1 sum=1"}},
+			late: []string{"A@39"}},
 	})
 	runConformance(t, slidingWindows(group.SlidingWindows(5*time.Second, 0).Emitting(group.EmitUpdates)), []conformanceCase{
+		// Per record, in start order: the windows it updates, the previous
+		// record's right window, its own left window, its own right window.
 		{name: "updates: every window a record enters or starts, the last equal to the final",
 			recs: javadoc,
 			want: map[string][]string{
-				"A": {"[3000,8000) n=1 sum=1", "[4200,9200) n=2 sum=3", "[8001,13001) n=1 sum=2", "[7400,12400) n=3 sum=6", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3"},
+				"A": {"[3000,8000) n=1 sum=1", "[8001,13001) n=1 sum=2", "[4200,9200) n=2 sum=3", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3", "[7400,12400) n=3 sum=6"},
 				"B": {"[95000,100000) n=1 sum=0"}}},
 	})
 }

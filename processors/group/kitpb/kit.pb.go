@@ -757,7 +757,10 @@ type Window struct {
 	// The custom aggregate, encoded with its own schema.
 	Agg []byte `protobuf:"bytes,5,opt,name=agg,proto3" json:"agg,omitempty"`
 	// Final: its result was emitted and later records are late.
-	Closed        bool `protobuf:"varint,6,opt,name=closed,proto3" json:"closed,omitempty"`
+	Closed bool `protobuf:"varint,6,opt,name=closed,proto3" json:"closed,omitempty"`
+	// The largest event time of a record in it (Kafka Streams' result
+	// timestamp); 0 in state written before it was kept.
+	MaxMs         int64 `protobuf:"varint,7,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +835,13 @@ func (x *Window) GetClosed() bool {
 		return x.Closed
 	}
 	return false
+}
+
+func (x *Window) GetMaxMs() int64 {
+	if x != nil {
+		return x.MaxMs
+	}
+	return 0
 }
 
 // JoinBuffer is the state of one windowed stream-stream join of a key
@@ -1117,14 +1127,15 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\awindows\x18\x01 \x03(\v2\x1a.fencestream.kit.v1.WindowR\awindows\x12\x1b\n" +
 	"\tclosed_ms\x18\x02 \x01(\x03R\bclosedMs\x12\x12\n" +
 	"\x04late\x18\x03 \x01(\x03R\x04late\x124\n" +
-	"\arecords\x18\x04 \x03(\v2\x1a.fencestream.kit.v1.WindowR\arecords\"\x8c\x01\n" +
+	"\arecords\x18\x04 \x03(\v2\x1a.fencestream.kit.v1.WindowR\arecords\"\xa3\x01\n" +
 	"\x06Window\x12\x19\n" +
 	"\bstart_ms\x18\x01 \x01(\x03R\astartMs\x12\x15\n" +
 	"\x06end_ms\x18\x02 \x01(\x03R\x05endMs\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x10\n" +
 	"\x03sum\x18\x04 \x01(\x01R\x03sum\x12\x10\n" +
 	"\x03agg\x18\x05 \x01(\fR\x03agg\x12\x16\n" +
-	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xa7\x01\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\x12\x15\n" +
+	"\x06max_ms\x18\a \x01(\x03R\x05maxMs\"\xa7\x01\n" +
 	"\n" +
 	"JoinBuffer\x122\n" +
 	"\x04left\x18\x01 \x03(\v2\x1e.fencestream.kit.v1.JoinRecordR\x04left\x124\n" +
