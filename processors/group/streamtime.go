@@ -17,9 +17,13 @@ func EventTime[M any, PM codecs.Message[M]](at func(PM) time.Time) StreamOpt[M, 
 }
 
 // streamClock holds the stream time of the partitions this instance processes.
-// It lives in memory only: after a restart a partition's stream time starts
-// unknown (0) and moves again with the next record, so a stream-time timer can
-// fire later than it would have, never earlier.
+// Every envelope the instance writes records its partition's stream time
+// (Envelope.stream_ms); when a partition has recovered, before its first
+// record, its stream time is restored to the highest of its envelopes
+// (restore, from the timer index's scan), so a restart or a takeover changes
+// no verdict on lateness. A group without timers keeps no index: its stream
+// time starts unknown (0) after a restart (it has no window, join or TTL to
+// judge).
 type streamClock struct {
 	mu    sync.Mutex
 	parts map[int32]*partitionClock
@@ -110,4 +114,25 @@ func (s *streamClock) raise(p int32, ms int64) {
 		return // a clock is created by the first record or look, at its wall time
 	}
 	pc.watermarkMs = max(pc.watermarkMs, ms)
+}
+
+// restore moves partition p's stream time to ms, the highest stream time its
+// stored envelopes recorded, when the partition has recovered at wall time
+// wall (which counts as activity, as a first look does).
+func (s *streamClock) restore(p int32, ms int64, wall time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.part(p, wall)
+	pc.watermarkMs = max(pc.watermarkMs, ms)
+}
+
+// watermark is partition p's stream time as last moved (by records, an idle
+// look or a restore), without judging idleness: what an envelope records.
+func (s *streamClock) watermark(p int32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pc := s.parts[p]; pc != nil {
+		return pc.watermarkMs
+	}
+	return 0
 }
