@@ -844,8 +844,8 @@ func (x *Window) GetClosed() bool {
 }
 
 // JoinBuffer is the state of one windowed stream-stream join of a key
-// (processors/group StreamJoin): the records of each side whose join window
-// is still open, oldest first.
+// (processors/group StreamJoin): the records of each side still joinable
+// (within before + after + grace of stream time), oldest first.
 type JoinBuffer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Left  []*JoinRecord          `protobuf:"bytes,1,rep,name=left,proto3" json:"left,omitempty"`
@@ -922,7 +922,8 @@ type JoinRecord struct {
 	AtMs  int64                  `protobuf:"varint,1,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
 	// The record, encoded with its own schema.
 	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// It joined at least one record of the other side.
+	// It joined at least one record of the other side, or was handed over
+	// unmatched once its window closed (it may still join until retention).
 	Matched       bool `protobuf:"varint,3,opt,name=matched,proto3" json:"matched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
