@@ -164,7 +164,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	in := g.instance(&cfg, m, idx)
 	if idx != nil {
-		idx.restore = func(p int32, ms int64) { in.clock.restore(p, ms, cfg.now()) }
+		idx.restore = in.clock.restore
 	}
 	if envs != nil {
 		in.envs = envs

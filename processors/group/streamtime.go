@@ -30,6 +30,9 @@ type streamClock struct {
 	// idle: a partition that processed no record for this long (wall clock)
 	// has its stream time advanced to the wall clock; 0 never.
 	idle time.Duration
+	// restored: the stream time a recovered partition's envelopes recorded,
+	// for a partition whose clock is not created yet (restore).
+	restored map[int32]int64
 }
 
 type partitionClock struct {
@@ -38,7 +41,7 @@ type partitionClock struct {
 }
 
 func newStreamClock(idle time.Duration) *streamClock {
-	return &streamClock{parts: map[int32]*partitionClock{}, idle: idle}
+	return &streamClock{parts: map[int32]*partitionClock{}, idle: idle, restored: map[int32]int64{}}
 }
 
 // observe moves partition p's stream time to eventMs if that is later. An
@@ -58,8 +61,9 @@ func (s *streamClock) observe(p int32, eventMs int64, wall time.Time) {
 func (s *streamClock) part(p int32, wall time.Time) *partitionClock {
 	pc := s.parts[p]
 	if pc == nil {
-		pc = &partitionClock{lastWall: wall}
+		pc = &partitionClock{lastWall: wall, watermarkMs: s.restored[p]}
 		s.parts[p] = pc
+		delete(s.restored, p)
 	}
 	return pc
 }
@@ -117,13 +121,17 @@ func (s *streamClock) raise(p int32, ms int64) {
 }
 
 // restore moves partition p's stream time to ms, the highest stream time its
-// stored envelopes recorded, when the partition has recovered at wall time
-// wall (which counts as activity, as a first look does).
-func (s *streamClock) restore(p int32, ms int64, wall time.Time) {
+// stored envelopes recorded, when the partition has recovered. It reads no
+// clock: a partition's clock not created yet starts from ms when its first
+// record or look creates it (at that wall time, for idleness).
+func (s *streamClock) restore(p int32, ms int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pc := s.part(p, wall)
-	pc.watermarkMs = max(pc.watermarkMs, ms)
+	if pc := s.parts[p]; pc != nil {
+		pc.watermarkMs = max(pc.watermarkMs, ms)
+		return
+	}
+	s.restored[p] = max(s.restored[p], ms)
 }
 
 // watermark is partition p's stream time as last moved (by records, an idle
@@ -134,5 +142,5 @@ func (s *streamClock) watermark(p int32) int64 {
 	if pc := s.parts[p]; pc != nil {
 		return pc.watermarkMs
 	}
-	return 0
+	return s.restored[p]
 }
