@@ -187,10 +187,17 @@
 //     join records older than before+after+grace there; the kit's retention
 //     is exact.
 //   - Kafka Streams' internal emit interval (1 s of wall clock by default)
-//     throttles when unmatched records come out; the kit
-//     hands them over when stream time closes them (a record of the key or
-//     its timer), never by the wall clock. JoinWindows.of (no grace, results
-//     at once, spurious left/outer results) is not offered.
+//     throttles when unmatched records come out; the kit hands them over when
+//     stream time closes them (at a record of the key or its timer), never by
+//     the wall clock. JoinWindows.of (no grace, results at once, spurious
+//     left/outer results) is not offered.
+//   - Results carry no timestamp of their own: Kafka Streams stamps a pair
+//     with the later of its two times and an unmatched result with its
+//     record's; pair receives both records and stamps what it writes from
+//     them (time comes from the data).
+//   - A record with a null or empty key never reaches the join: it is
+//     dead-lettered, as every input is; Kafka Streams (KIP-962) hands a
+//     left/outer join's null-key record over unmatched at once.
 //
 // # Building: options, builds, metrics, handles
 //

@@ -94,7 +94,8 @@ func (s *streamClock) now(p int32, wall time.Time) int64 {
 // stream time recorded in the tick that fired it (so a replay sees the same);
 // otherwise the stream time of the input's partition, including this record.
 // Zero while the partition's stream time is unknown (no input with event time
-// since the instance started). It decides when; what a handler writes should
+// since the instance started, and none recorded in the partition's stored
+// envelopes: see streamClock). It decides when; what a handler writes should
 // come from the record (EventTime) or the timer (Timer.At).
 func (c *Context[S, PS]) StreamTime() time.Time {
 	if c.tick != nil {
