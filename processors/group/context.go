@@ -480,6 +480,9 @@ func (c *Context[S, PS]) commit(seq uint64, ordered bool) {
 		advance(env, c.Topic(), c.Partition(), c.Offset(), seq, c.inDigest, ordered, c.Key(), c.outputs)
 	}
 	trim(env, c.grp.rt.committed, c.grp.rt.window, !c.grp.rt.waits)
+	// The partition's stream time goes with the write, so a restart starts
+	// from it (streamtime.go); a tick records the one it was judged at.
+	env.StreamMs = max(env.StreamMs, c.grp.clock.watermark(c.Partition()), c.tick.GetStreamMs())
 	c.g.SetValue(env)
 	c.written = true
 	if c.deferredOn != 0 {

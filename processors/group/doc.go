@@ -94,11 +94,20 @@
 //
 // A stream declared with EventTime moves its partition's stream time: the
 // highest event time applied there (an event time ahead of the wall clock
-// counts only up to it). Stream time lives in memory, per instance: it is the
-// watermark of the partition at processing time, unknown (0) after a start or
-// a takeover until the next record (so stream-time timers may fire later,
-// never earlier), and — with IdleStreamTime — the wall clock once the
-// partition has been idle that long.
+// counts only up to it), and — with IdleStreamTime — the wall clock once the
+// partition has been idle that long. It is kept with the state: every
+// envelope a write stores records its partition's stream time
+// (Envelope.stream_ms), and when a partition has recovered after a start, a
+// restart or a takeover, before its first record, its stream time is the
+// highest of its envelopes (read by the scan that builds the timer index). So
+// a restart changes no verdict on lateness: a record an uninterrupted run
+// would call late is late after a restart too. Two limits: a group without
+// timers builds no index and starts with its stream time unknown (0) until
+// the next record (it has no window, join or TTL to judge); and a record
+// that writes nothing (no state change, no output) moves stream time in
+// memory only, so if the process stops before any later write of the
+// partition and after the record's offset is committed, its event time is
+// forgotten (a redelivered record moves stream time again as it is read).
 //
 // Handlers set per-key timers on stream time or on the wall clock
 // (Context.SetTimer); they are stored in the key's envelope, so they survive
@@ -184,6 +193,69 @@
 //     epoch until its next record, and a sliding window set's stored records
 //     are replayed (in event-time order) into windows at their key's next
 //     record or timer.
+//
+// # Stream-stream joins: what differs from Kafka Streams
+//
+// StreamJoin gives Kafka Streams' KStream-KStream join answers: JoinWindows
+// with before, after (either may be 0 or negative) and grace; a left record at
+// t joins the right records in [t-before, t+after], a right one the left
+// records in [t-after, t+before]; an unmatched record is handed over alone
+// (LeftJoin: left records; OuterJoin: both) once stream time is past its
+// window's close (t+after+grace for a left record, t+before+grace for a
+// right one: Kafka Streams' outer-join look-back), and a record stays
+// joinable until t+before+after+grace (its window store's retention), so a
+// record within grace joins one already handed over unmatched, as there. The
+// conformance tables (streamjoin_conformance_test.go) transcribe
+// KStreamKStreamJoinTest, KStreamKStreamLeftJoinTest,
+// KStreamKStreamOuterJoinTest and KStreamKStreamWindowCloseTest. What
+// differs, and why:
+//
+//   - Late records. A record arriving after its window's close is late
+//     (counted in fencestream_window_late_records_total and
+//     JoinBuffer.late; AddLeft/AddRight return ErrLate), the verdict
+//     KStreamKStreamWindowCloseTest checks. Kafka Streams' Javadoc says such
+//     records are dropped; its code (KAFKA-16123) drops them only from its
+//     window store, still joining them with what the other side's store
+//     holds and, in a left/outer join, handing them over unmatched at once.
+//     The kit does what the code does — the answers users of Kafka Streams
+//     get — and does not hold the record.
+//   - Out-of-order records within grace. Kafka Streams hands an unmatched
+//     record over at once when its window's end (without grace) is already
+//     behind stream time, so a record of the other side arriving within grace
+//     can then pair with it too: both results for one record (KAFKA-19536;
+//     its fix, apache/kafka#22410, is open). The kit holds it until its grace
+//     ends: one or the other.
+//   - Order across keys. Kafka Streams keeps the unmatched records of a
+//     partition in one store ordered by (time, right before left, key), and
+//     an arriving record first hands over every key's closed ones. The kit's
+//     join state is per key (in the key's envelope, written by that key's
+//     records only, which is what makes it effectively-once): a key's closed
+//     records are handed over by its own next record, or by its timer, after
+//     the arriving record's results. Each key's results are in Kafka
+//     Streams' order (its closed records by time, right first on a tie; then
+//     the arriving record's pairs); only their interleaving with other keys'
+//     differs, and what is handed over does not.
+//   - One stream time. Kafka Streams judges a record late by the time its own
+//     side's window store has seen, and hands unmatched records over by the
+//     task's time; the kit uses the partition's stream time for both (both
+//     sides and every key: the group is co-partitioned), so a record made
+//     late by the other side's records is late here, and held nowhere.
+//   - Retention. Kafka Streams' RocksDB window store expires records by
+//     segment (at least 60 s wide by default), so a late record may still
+//     join records older than before+after+grace there; the kit's retention
+//     is exact.
+//   - Kafka Streams' internal emit interval (1 s of wall clock by default)
+//     throttles when unmatched records come out; the kit hands them over when
+//     stream time closes them (at a record of the key or its timer), never by
+//     the wall clock. JoinWindows.of (no grace, results at once, spurious
+//     left/outer results) is not offered.
+//   - Results carry no timestamp of their own: Kafka Streams stamps a pair
+//     with the later of its two times and an unmatched result with its
+//     record's; pair receives both records and stamps what it writes from
+//     them (time comes from the data).
+//   - A record with a null or empty key never reaches the join: it is
+//     dead-lettered, as every input is; Kafka Streams (KIP-962) hands a
+//     left/outer join's null-key record over unmatched at once.
 //
 // # Building: options, builds, metrics, handles
 //

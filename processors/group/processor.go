@@ -163,6 +163,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		indexed = func(b storage.Builder) storage.Builder { return envs.storageBuilder(table, inner(b)) }
 	}
 	in := g.instance(&cfg, m, idx)
+	if idx != nil {
+		idx.restore = in.clock.restore
+	}
 	if envs != nil {
 		in.envs = envs
 		in.cacheStates, in.states = in.states != nil, nil

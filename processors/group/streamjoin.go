@@ -3,6 +3,7 @@ package group
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -25,28 +26,44 @@ const (
 	OuterJoin
 )
 
-// JoinSpec describes a windowed stream-stream join (Kafka Streams'
-// JoinWindows): a left and a right record of a key join when their event
-// times differ by at most Within.
+// JoinSpec describes a windowed stream-stream join, as Kafka Streams'
+// JoinWindows.ofTimeDifferenceAndGrace(...).before(...).after(...): a left
+// record at t joins the right records of its key in [t-Before, t+After]; a
+// right record at t joins the left ones in [t-After, t+Before] (bounds
+// inclusive). Before or After may be 0 or negative, not both together below
+// 0.
 type JoinSpec struct {
-	Within time.Duration
-	// Grace: a record's join window [t-Within, t+Within] closes once stream
-	// time is past t + Within + Grace. A record arriving with its window
-	// closed is late; a buffered record whose window closed joins nothing
-	// more (and is handed over unmatched under LeftJoin/OuterJoin).
+	Before, After time.Duration
+	// Grace admits out-of-order records. A left record's window closes once
+	// stream time is past t + After + Grace (a right record's, t + Before +
+	// Grace): an unmatched record is then handed over (LeftJoin, OuterJoin),
+	// and one arriving with its window closed is late. A record stays
+	// joinable until stream time is past t + Before + After + Grace (Kafka
+	// Streams' window store retention, window size plus grace).
 	Grace time.Duration
 	Kind  JoinKind
 }
 
-// JoinWindows is a join of records at most within apart, with grace.
+// JoinWindows is a join of records at most within apart (Before = After =
+// within), with grace: Kafka Streams' JoinWindows.ofTimeDifferenceAndGrace.
 func JoinWindows(within, grace time.Duration, kind JoinKind) JoinSpec {
-	return JoinSpec{Within: within, Grace: grace, Kind: kind}
+	return JoinSpec{Before: within, After: within, Grace: grace, Kind: kind}
 }
+
+// WithBefore is s with left records joining right ones down to before
+// earlier (Kafka Streams' JoinWindows.before).
+func (s JoinSpec) WithBefore(before time.Duration) JoinSpec { s.Before = before; return s }
+
+// WithAfter is s with left records joining right ones up to after later
+// (Kafka Streams' JoinWindows.after).
+func (s JoinSpec) WithAfter(after time.Duration) JoinSpec { s.After = after; return s }
 
 func (s JoinSpec) validate() error {
 	switch {
-	case s.Within < 0 || s.Grace < 0:
-		return fmt.Errorf("join window %s and grace %s must not be negative", s.Within, s.Grace)
+	case s.Before+s.After < 0:
+		return fmt.Errorf("join window before %s plus after %s must not be negative", s.Before, s.After)
+	case s.Grace < 0:
+		return fmt.Errorf("join grace %s must not be negative", s.Grace)
 	case s.Kind != InnerJoin && s.Kind != LeftJoin && s.Kind != OuterJoin:
 		return fmt.Errorf("unknown join kind %d", s.Kind)
 	}
@@ -56,12 +73,19 @@ func (s JoinSpec) validate() error {
 // StreamJoin joins two co-partitioned streams of a group by key and event
 // time, typed like Join: the group's handlers of the left and right streams
 // call AddLeft and AddRight. Its state is a kitpb.JoinBuffer in the key's
-// state holding the records whose window is open: bounded by the records of a
-// key within Within+Grace of stream time, and at most MaxWindowsPerKey a side
-// (beyond, the oldest leave, handed over unmatched if they joined nothing).
-// As for Windows, what it hands over depends on the records in partition
-// order only: lateness and expiry are judged at the stream time of each
-// record's arrival, or of the key's timer, whichever comes first.
+// state holding the records still joinable: bounded by the records of a key
+// within Before+After+Grace of stream time, and at most MaxWindowsPerKey a
+// side (beyond, the oldest leave, handed over unmatched if they joined
+// nothing). As for Windows, what it hands over depends on the records in
+// partition order only: lateness and expiry are judged at the stream time of
+// each record's arrival, or of the key's timer, whichever comes first.
+//
+// The results of a key come in Kafka Streams' order: a record's arrival
+// first hands over the key's unmatched records whose window has closed,
+// ordered by time, right before left on a tie; then its pairs, ordered by the
+// other record's time, then arrival; a late record (below) then hands itself
+// over unmatched if it joined nothing. See the package doc (Stream-stream
+// joins) for what differs from Kafka Streams and why.
 type StreamJoin[S any, PS codecs.Message[S], L any, PL codecs.Message[L], R any, PR codecs.Message[R]] struct {
 	g     *Group[S, PS]
 	name  string
@@ -86,13 +110,34 @@ func NewStreamJoin[L any, PL codecs.Message[L], R any, PR codecs.Message[R], S a
 	return j
 }
 
-// closes is the stream time past which a record at t joins nothing more.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) closes(t int64) int64 {
-	return t + j.spec.Within.Milliseconds() + j.spec.Grace.Milliseconds()
+// closes is the stream time past which a record at t of a side has its
+// window closed: no record of the other side arriving in time can join it
+// any more (Kafka Streams' outer-join look-back: After for a left record,
+// Before for a right one).
+func (j *StreamJoin[S, PS, L, PL, R, PR]) closes(t int64, left bool) int64 {
+	ahead := j.spec.Before
+	if left {
+		ahead = j.spec.After
+	}
+	return t + ahead.Milliseconds() + j.spec.Grace.Milliseconds()
 }
 
-// AddLeft joins a left record at event time at with the buffered right
-// records within the window, handing each pair over, and buffers it.
+// retained is the stream time past which a record at t is joinable no more:
+// a record of the other side that is not late can reach back that far.
+func (j *StreamJoin[S, PS, L, PL, R, PR]) retained(t int64) int64 {
+	return t + j.spec.Before.Milliseconds() + j.spec.After.Milliseconds() + j.spec.Grace.Milliseconds()
+}
+
+// nulls reports whether the join hands over a side's unmatched records.
+func (j *StreamJoin[S, PS, L, PL, R, PR]) nulls(left bool) bool {
+	return j.spec.Kind == OuterJoin || j.spec.Kind == LeftJoin && left
+}
+
+// AddLeft joins a left record at event time at with the held right records
+// within its window, handing each pair over, and holds it. A record whose
+// window has already closed is late: counted, joined with the right records
+// still held (handed over unmatched at once under LeftJoin and OuterJoin if
+// it joins none), not held, and ErrLate returned.
 func (j *StreamJoin[S, PS, L, PL, R, PR]) AddLeft(c *Context[S, PS], st PS, at time.Time, l PL) error {
 	return j.add(c, st, at, l, true)
 }
@@ -113,24 +158,19 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 		}
 	}
 	errs := []error{j.advance(c, st, jb, now)}
-	if j.closes(t) < now {
-		jb.Late++
-		c.grp.m.lateRecords.WithLabelValues(j.g.name, j.name).Inc()
-		errs = append(errs, fmt.Errorf("join %s: record at %s: %w (stream time %s)", j.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
-		return errors.Join(errs...)
-	}
 	b, err := marshalOpts.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("join %s: %w", j.name, err)
 	}
 	rec := &kitpb.JoinRecord{AtMs: t, Value: b}
 	mine, other := &jb.Right, jb.Left
+	from, to := t-j.spec.After.Milliseconds(), t+j.spec.Before.Milliseconds()
 	if left {
 		mine, other = &jb.Left, jb.Right
+		from, to = t-j.spec.Before.Milliseconds(), t+j.spec.After.Milliseconds()
 	}
-	within := j.spec.Within.Milliseconds()
 	for _, o := range other {
-		if o.AtMs < t-within || o.AtMs > t+within {
+		if o.AtMs < from || o.AtMs > to {
 			continue
 		}
 		rec.Matched, o.Matched = true, true
@@ -139,6 +179,17 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 		} else {
 			errs = append(errs, j.handOver(c, st, o, rec))
 		}
+	}
+	if j.closes(t, left) < now {
+		// Late: Kafka Streams' processor still joins it with what its
+		// window store holds (KAFKA-16123) but does not store it.
+		jb.Late++
+		c.grp.m.lateRecords.WithLabelValues(j.g.name, j.name).Inc()
+		if !rec.Matched {
+			errs = append(errs, j.expire(c, st, rec, left))
+		}
+		errs = append(errs, j.arm(c, jb), fmt.Errorf("join %s: record at %s: %w (stream time %s)", j.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
+		return errors.Join(errs...)
 	}
 	i, _ := slices.BinarySearchFunc(*mine, t, func(r *kitpb.JoinRecord, t int64) int {
 		if r.AtMs <= t {
@@ -174,55 +225,77 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) handOver(c *Context[S, PS], st PS, l, 
 	return j.pair(c, st, lm, rm)
 }
 
-// expire hands a record leaving the buffer over unmatched, if the join kind
-// says so.
+// expire hands an unmatched record over alone, if the join kind says so, and
+// marks it matched: it is handed over once, and may still join (as Kafka
+// Streams' window store still returns it).
 func (j *StreamJoin[S, PS, L, PL, R, PR]) expire(c *Context[S, PS], st PS, rec *kitpb.JoinRecord, left bool) error {
-	switch {
-	case rec.Matched, j.spec.Kind == InnerJoin, !left && j.spec.Kind != OuterJoin:
+	if rec.Matched || !j.nulls(left) {
 		return nil
-	case left:
+	}
+	rec.Matched = true
+	if left {
 		return j.handOver(c, st, rec, nil)
 	}
 	return j.handOver(c, st, nil, rec)
 }
 
-// advance drops, oldest first, the records whose window stream time now has
-// closed, handing unmatched ones over (LeftJoin, OuterJoin).
+// advance hands over the unmatched records whose window stream time now has
+// closed, in Kafka Streams' order (time, right before left on a tie), then
+// drops the records no longer joinable.
 func (j *StreamJoin[S, PS, L, PL, R, PR]) advance(c *Context[S, PS], st PS, jb *kitpb.JoinBuffer, now int64) error {
 	var errs []error
-	// Both sides in time order, left first on ties, so the unmatched are
-	// handed over in a fixed order.
-	for len(jb.Left) > 0 || len(jb.Right) > 0 {
-		left := len(jb.Right) == 0 || len(jb.Left) > 0 && jb.Left[0].AtMs <= jb.Right[0].AtMs
-		side := &jb.Right
-		if left {
-			side = &jb.Left
+	if j.spec.Kind != InnerJoin {
+		for i, k := 0, 0; i < len(jb.Left) || k < len(jb.Right); {
+			left := k == len(jb.Right) || i < len(jb.Left) && jb.Left[i].AtMs < jb.Right[k].AtMs
+			var rec *kitpb.JoinRecord
+			if left {
+				rec, i = jb.Left[i], i+1
+			} else {
+				rec, k = jb.Right[k], k+1
+			}
+			if !rec.Matched && j.closes(rec.AtMs, left) < now {
+				errs = append(errs, j.expire(c, st, rec, left))
+			}
 		}
-		if j.closes((*side)[0].AtMs) >= now {
-			// The oldest of this side is open; the other side may still have
-			// a closed one only if it is older, which the order rules out.
-			break
+	}
+	for _, side := range []*[]*kitpb.JoinRecord{&jb.Left, &jb.Right} {
+		n := 0
+		for n < len(*side) && j.retained((*side)[n].AtMs) < now {
+			n++
 		}
-		errs = append(errs, j.expire(c, st, (*side)[0], left))
-		*side = (*side)[1:]
+		*side = (*side)[n:]
 	}
 	jb.ClosedMs = max(jb.ClosedMs, now)
 	return errors.Join(errs...)
 }
 
-// arm sets the timer just past the close of the oldest buffered record.
+// arm sets the timer just past the next close of an unmatched record to hand
+// over, or the next end of retention, whichever comes first.
 func (j *StreamJoin[S, PS, L, PL, R, PR]) arm(c *Context[S, PS], jb *kitpb.JoinBuffer) error {
-	next := int64(-1)
-	for _, side := range [][]*kitpb.JoinRecord{jb.Left, jb.Right} {
-		if len(side) > 0 && (next < 0 || side[0].AtMs < next) {
-			next = side[0].AtMs
+	next := int64(math.MaxInt64)
+	for _, left := range []bool{true, false} {
+		side := jb.Right
+		if left {
+			side = jb.Left
+		}
+		if len(side) > 0 {
+			next = min(next, j.retained(side[0].AtMs))
+		}
+		if !j.nulls(left) {
+			continue
+		}
+		for _, r := range side {
+			if !r.Matched {
+				next = min(next, j.closes(r.AtMs, left))
+				break // closes grows with the time, and the side is by time
+			}
 		}
 	}
-	if next < 0 {
+	if next == math.MaxInt64 {
 		c.CancelTimer(j.timer)
 		return nil
 	}
-	return c.setTimer(j.timer, time.UnixMilli(j.closes(next)+1), StreamClock)
+	return c.setTimer(j.timer, time.UnixMilli(next+1), StreamClock)
 }
 
 func (j *StreamJoin[S, PS, L, PL, R, PR]) close(c *Context[S, PS], _ Timer) error {

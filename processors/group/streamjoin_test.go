@@ -117,9 +117,11 @@ func runStreamJoin(t *testing.T, spec group.JoinSpec, recs []joinRec, eager bool
 func TestStreamJoin(t *testing.T) {
 	const L, R = false, true
 	flush := joinRec{L, "zz", 1000} // closes every window but its own
+	asym := group.JoinWindows(0, 10*time.Millisecond, group.OuterJoin).WithBefore(-5 * time.Millisecond).WithAfter(10 * time.Millisecond)
 	for _, tc := range []struct {
 		name string
 		kind group.JoinKind
+		spec *group.JoinSpec
 		recs []joinRec
 		want map[string][]string
 		late []string
@@ -133,16 +135,37 @@ func TestStreamJoin(t *testing.T) {
 		{name: "outer: unmatched records of both sides, in time order", kind: group.OuterJoin,
 			recs: []joinRec{{R, "a", 50}, {L, "a", 100}, {R, "a", 200}, flush},
 			want: map[string][]string{"a": {"-|R@50", "L@100|-", "-|R@200"}}},
-		{name: "late: the partition's stream time closed the record's window", kind: group.InnerJoin,
+		{name: "late: the partition's stream time closed the record's window, and nothing held joins it", kind: group.InnerJoin,
 			recs: []joinRec{{L, "a", 100}, {L, "b", 200}, {R, "a", 105}, flush},
 			late: []string{"a@105"}},
-		{name: "a buffered record whose window closed joins nothing more", kind: group.LeftJoin,
+		// Kafka Streams' window store keeps a record for the window size plus
+		// grace (before + after + grace), so a record within grace joins one
+		// whose window closed (and was handed over unmatched).
+		{name: "a record handed over unmatched still joins until before+after+grace", kind: group.LeftJoin,
 			recs: []joinRec{{L, "a", 100}, {L, "b", 116}, {R, "a", 110}, flush},
-			want: map[string][]string{"a": {"L@100|-"}, "b": {"L@116|-"}}},
+			want: map[string][]string{"a": {"L@100|-", "L@100|R@110"}, "b": {"L@116|-"}}},
+		// KAFKA-16123: Kafka Streams' processor joins a record whose window
+		// closed with what its window store still holds, and does not store it.
+		{name: "late: a late record joins what is still held, and is not held", kind: group.LeftJoin,
+			recs: []joinRec{{L, "a", 100}, {L, "b", 121}, {R, "a", 105}, {L, "a", 110}, flush},
+			want: map[string][]string{"a": {"L@100|-", "L@100|R@105", "L@110|-"}, "b": {"L@121|-"}},
+			late: []string{"a@105"}},
+		{name: "late: an unmatched late record is handed over at once", kind: group.OuterJoin,
+			recs: []joinRec{{L, "b", 200}, {R, "a", 105}, flush},
+			want: map[string][]string{"a": {"-|R@105"}, "b": {"L@200|-"}},
+			late: []string{"a@105"}},
+		// Kafka Streams orders its outer-join store by (time, side, key), the
+		// right side first.
+		{name: "outer, asymmetric: unmatched records of one time, right before left", spec: &asym,
+			recs: []joinRec{{L, "a", 100}, {R, "a", 100}, flush},
+			want: map[string][]string{"a": {"-|R@100", "L@100|-"}}},
 	} {
 		for _, eager := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/eager=%v", tc.name, eager), func(t *testing.T) {
 				spec := group.JoinWindows(10*time.Millisecond, 5*time.Millisecond, tc.kind)
+				if tc.spec != nil {
+					spec = *tc.spec
+				}
 				got, late := runStreamJoin(t, spec, tc.recs, eager)
 				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 					t.Errorf("pairs\n %v\nwant\n %v", got, tc.want)
@@ -151,6 +174,29 @@ func TestStreamJoin(t *testing.T) {
 					t.Errorf("late %v, want %v", late, tc.late)
 				}
 			})
+		}
+	}
+}
+
+// A join's windows are Kafka Streams': before plus after may not be negative
+// (either alone may), nor the grace.
+func TestStreamJoinSpecRefused(t *testing.T) {
+	for _, tc := range []struct {
+		spec group.JoinSpec
+		want string
+	}{
+		{group.JoinWindows(10*time.Millisecond, 0, group.InnerJoin).WithBefore(-20 * time.Millisecond), "before -20ms plus after 10ms must not be negative"},
+		{group.JoinWindows(10*time.Millisecond, -time.Millisecond, group.InnerJoin), "grace -1ms must not be negative"},
+		{group.JoinSpec{Kind: 7}, "unknown join kind 7"},
+	} {
+		g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
+		group.NewStreamJoin(g, "j", tc.spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
+			func(*group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer], *kitpb.JoinBuffer, *geofencepb.Ping, *geofencepb.Ping) error {
+				return nil
+			})
+		_, err := g.Graph()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one saying %q", tc.spec, err, tc.want)
 		}
 	}
 }

@@ -17,15 +17,22 @@ func EventTime[M any, PM codecs.Message[M]](at func(PM) time.Time) StreamOpt[M, 
 }
 
 // streamClock holds the stream time of the partitions this instance processes.
-// It lives in memory only: after a restart a partition's stream time starts
-// unknown (0) and moves again with the next record, so a stream-time timer can
-// fire later than it would have, never earlier.
+// Every envelope the instance writes records its partition's stream time
+// (Envelope.stream_ms); when a partition has recovered, before its first
+// record, its stream time is restored to the highest of its envelopes
+// (restore, from the timer index's scan), so a restart or a takeover changes
+// no verdict on lateness. A group without timers keeps no index: its stream
+// time starts unknown (0) after a restart (it has no window, join or TTL to
+// judge).
 type streamClock struct {
 	mu    sync.Mutex
 	parts map[int32]*partitionClock
 	// idle: a partition that processed no record for this long (wall clock)
 	// has its stream time advanced to the wall clock; 0 never.
 	idle time.Duration
+	// restored: the stream time a recovered partition's envelopes recorded,
+	// for a partition whose clock is not created yet (restore).
+	restored map[int32]int64
 }
 
 type partitionClock struct {
@@ -34,7 +41,7 @@ type partitionClock struct {
 }
 
 func newStreamClock(idle time.Duration) *streamClock {
-	return &streamClock{parts: map[int32]*partitionClock{}, idle: idle}
+	return &streamClock{parts: map[int32]*partitionClock{}, idle: idle, restored: map[int32]int64{}}
 }
 
 // observe moves partition p's stream time to eventMs if that is later. An
@@ -54,8 +61,9 @@ func (s *streamClock) observe(p int32, eventMs int64, wall time.Time) {
 func (s *streamClock) part(p int32, wall time.Time) *partitionClock {
 	pc := s.parts[p]
 	if pc == nil {
-		pc = &partitionClock{lastWall: wall}
+		pc = &partitionClock{lastWall: wall, watermarkMs: s.restored[p]}
 		s.parts[p] = pc
+		delete(s.restored, p)
 	}
 	return pc
 }
@@ -86,7 +94,8 @@ func (s *streamClock) now(p int32, wall time.Time) int64 {
 // stream time recorded in the tick that fired it (so a replay sees the same);
 // otherwise the stream time of the input's partition, including this record.
 // Zero while the partition's stream time is unknown (no input with event time
-// since the instance started). It decides when; what a handler writes should
+// since the instance started, and none recorded in the partition's stored
+// envelopes: see streamClock). It decides when; what a handler writes should
 // come from the record (EventTime) or the timer (Timer.At).
 func (c *Context[S, PS]) StreamTime() time.Time {
 	if c.tick != nil {
@@ -110,4 +119,29 @@ func (s *streamClock) raise(p int32, ms int64) {
 		return // a clock is created by the first record or look, at its wall time
 	}
 	pc.watermarkMs = max(pc.watermarkMs, ms)
+}
+
+// restore moves partition p's stream time to ms, the highest stream time its
+// stored envelopes recorded, when the partition has recovered. It reads no
+// clock: a partition's clock not created yet starts from ms when its first
+// record or look creates it (at that wall time, for idleness).
+func (s *streamClock) restore(p int32, ms int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pc := s.parts[p]; pc != nil {
+		pc.watermarkMs = max(pc.watermarkMs, ms)
+		return
+	}
+	s.restored[p] = max(s.restored[p], ms)
+}
+
+// watermark is partition p's stream time as last moved (by records, an idle
+// look or a restore), without judging idleness: what an envelope records.
+func (s *streamClock) watermark(p int32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pc := s.parts[p]; pc != nil {
+		return pc.watermarkMs
+	}
+	return s.restored[p]
 }

@@ -70,6 +70,9 @@ type partTimers struct {
 	heaps   [2][]hent // per clock, a min-heap by at
 	flights []flight
 	nFlying int
+	// streamMs: the highest stream time the partition's envelopes recorded
+	// when the index was built (scanTimers); read once, by the restore.
+	streamMs int64
 	// more: the last look at the partition stopped at its batch (or its
 	// budget of heap fixes) with due keys left; refillAt is the in-flight
 	// count at or below which a handled tick asks for the next batch
@@ -413,6 +416,11 @@ type timerIndex struct {
 
 	// Counters the tests and benchmarks read (Processor.TimerStats).
 	looks, refills, keysRead, ticksSent, rebuilt atomic.Int64
+
+	// restore, when set, receives a recovered partition's stream time: the
+	// highest its envelopes recorded (Envelope.stream_ms), read by the same
+	// scan, before the partition's first record.
+	restore func(p int32, ms int64)
 }
 
 func newTimerIndex(table string, log *slog.Logger) *timerIndex {
@@ -537,6 +545,9 @@ func (s *indexedStorage) MarkRecovered() error {
 	x.mu.Lock()
 	x.parts[s.partition] = pt
 	x.mu.Unlock()
+	if x.restore != nil {
+		x.restore(s.partition, pt.streamMs)
+	}
 	s.built = pt
 	x.rebuilt.Add(1)
 	x.log.Debug("timer index built", "partition", s.partition, "keys_scanned", n, "keys_with_timers", pt.size())
@@ -559,9 +570,10 @@ func (s *indexedStorage) Close() error {
 	return s.Storage.Close()
 }
 
-// scanTimers builds a partition's index from every value of its store. It
-// reads only the envelopes' timers (field 5), not the state, cursors or
-// outputs.
+// scanTimers builds a partition's index from every value of its store, and
+// finds the highest stream time its envelopes recorded (pt.streamMs). It
+// reads only the envelopes' timers (field 5) and stream time (field 6), not
+// the state, cursors or outputs.
 func scanTimers(st storage.Storage) (pt *partTimers, n, bad int, err error) {
 	it, err := st.Iterator()
 	if err != nil {
@@ -579,11 +591,12 @@ func scanTimers(st storage.Storage) (pt *partTimers, n, bad int, err error) {
 			return nil, n, bad, fmt.Errorf("reading %q: %w", key, err)
 		}
 		n++
-		due, ok, err := envelopeDue(v)
+		due, ok, streamMs, err := envelopeScan(v)
 		if err != nil {
 			bad++
 			continue
 		}
+		pt.streamMs = max(pt.streamMs, streamMs)
 		if ok {
 			pt.setLocked(string(key), due, true)
 		}
@@ -599,31 +612,46 @@ const offsetStorageKey = "__offset"
 // timers without decoding the rest. Values it does not recognise byte by byte
 // are decoded in full.
 func envelopeDue(v []byte) (due [2]int64, ok bool, err error) {
+	due, ok, _, err = envelopeScan(v)
+	return due, ok, err
+}
+
+// envelopeScan is envelopeDue that also reads the envelope's stream time.
+func envelopeScan(v []byte) (due [2]int64, ok bool, streamMs int64, err error) {
 	if !enveloped(v) {
 		env, err := decodeEnvelope(v)
 		if err != nil {
-			return due, false, err
+			return due, false, 0, err
 		}
 		due, ok = earliest(env.GetTimers())
-		return due, ok, nil
+		return due, ok, env.GetStreamMs(), nil
 	}
 	due = [2]int64{noDue, noDue}
 	b := v[len(envelopeMagic):]
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return due, false, protowire.ParseError(n)
+			return due, false, 0, protowire.ParseError(n)
 		}
 		b = b[n:]
+		if num == 6 && typ == protowire.VarintType { // Envelope.stream_ms
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return due, false, 0, protowire.ParseError(n)
+			}
+			b = b[n:]
+			streamMs = max(streamMs, int64(x))
+			continue
+		}
 		if num == 5 && typ == protowire.BytesType { // Envelope.timers
 			t, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return due, false, protowire.ParseError(n)
+				return due, false, 0, protowire.ParseError(n)
 			}
 			b = b[n:]
 			at, kind, err := timerFields(t)
 			if err != nil {
-				return due, false, err
+				return due, false, 0, err
 			}
 			if c, known := clockOf(kind); known {
 				due[c], ok = min(due[c], at), true
@@ -632,11 +660,11 @@ func envelopeDue(v []byte) (due [2]int64, ok bool, err error) {
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return due, false, protowire.ParseError(n)
+			return due, false, 0, protowire.ParseError(n)
 		}
 		b = b[n:]
 	}
-	return due, ok, nil
+	return due, ok, streamMs, nil
 }
 
 // timerFields reads at_ms (2) and kind (3) of an encoded kitpb.Timer.

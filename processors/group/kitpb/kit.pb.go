@@ -101,7 +101,12 @@ type Envelope struct {
 	// Timers set by handlers for this key, in no particular order; bounded by
 	// the group's maximum timers per key. A fired timer is removed in the same
 	// write as the effect of its handler.
-	Timers        []*Timer `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
+	Timers []*Timer `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
+	// The stream time (event-time watermark, Unix milliseconds) of the key's
+	// partition when this envelope was written. After a restart or a takeover
+	// the partition's stream time starts at the highest of its envelopes, so a
+	// restart changes no verdict on lateness.
+	StreamMs      int64 `protobuf:"varint,6,opt,name=stream_ms,json=streamMs,proto3" json:"stream_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -169,6 +174,13 @@ func (x *Envelope) GetTimers() []*Timer {
 		return x.Timers
 	}
 	return nil
+}
+
+func (x *Envelope) GetStreamMs() int64 {
+	if x != nil {
+		return x.StreamMs
+	}
+	return 0
 }
 
 // Timer is one named timer of a key.
@@ -845,8 +857,8 @@ func (x *Window) GetMaxMs() int64 {
 }
 
 // JoinBuffer is the state of one windowed stream-stream join of a key
-// (processors/group StreamJoin): the records of each side whose join window
-// is still open, oldest first.
+// (processors/group StreamJoin): the records of each side still joinable
+// (within before + after + grace of stream time), oldest first.
 type JoinBuffer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Left  []*JoinRecord          `protobuf:"bytes,1,rep,name=left,proto3" json:"left,omitempty"`
@@ -923,7 +935,8 @@ type JoinRecord struct {
 	AtMs  int64                  `protobuf:"varint,1,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
 	// The record, encoded with its own schema.
 	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// It joined at least one record of the other side.
+	// It joined at least one record of the other side, or was handed over
+	// unmatched once its window closed (it may still join until retention).
 	Matched       bool `protobuf:"varint,3,opt,name=matched,proto3" json:"matched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1082,13 +1095,14 @@ var File_fencestream_kit_v1_kit_proto protoreflect.FileDescriptor
 
 const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfencestream/kit/v1/kit.proto\x12\x12fencestream.kit.v1\"\xd4\x01\n" +
+	"\x1cfencestream/kit/v1/kit.proto\x12\x12fencestream.kit.v1\"\xf1\x01\n" +
 	"\bEnvelope\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x1b\n" +
 	"\thas_state\x18\x02 \x01(\bR\bhasState\x124\n" +
 	"\acursors\x18\x03 \x03(\v2\x1a.fencestream.kit.v1.CursorR\acursors\x12,\n" +
 	"\x04sent\x18\x04 \x03(\v2\x18.fencestream.kit.v1.SentR\x04sent\x121\n" +
-	"\x06timers\x18\x05 \x03(\v2\x19.fencestream.kit.v1.TimerR\x06timers\"c\n" +
+	"\x06timers\x18\x05 \x03(\v2\x19.fencestream.kit.v1.TimerR\x06timers\x12\x1b\n" +
+	"\tstream_ms\x18\x06 \x01(\x03R\bstreamMs\"c\n" +
 	"\x05Timer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\x121\n" +
