@@ -164,7 +164,7 @@ func TestVersionedJoinAsOf(t *testing.T) {
 	want := []string{
 		"inner +5m fence-v1", "left +5m fence-v1", // late: v2 is already in the table
 		"inner +15m fence-v2", "left +15m fence-v2",
-		"left +-1m -", // before the first version: left only
+		"left +-1m -",                               // before the first version: left only
 		"inner +8m fence-v1b", "left +8m fence-v1b", // the late change at +7m
 		"inner +6m fence-v1", "left +6m fence-v1",
 		"left +25m -", // deleted at +20m
