@@ -259,3 +259,86 @@ func TestVersionedConformance(t *testing.T) {
 		})
 	}
 }
+
+// A key's versions are bounded (rule 15): past retention they are dropped
+// (never the latest), and beyond MaxVersions the oldest go early — after
+// which nothing older than the oldest kept is answered, nor put, rather than
+// a wrong version.
+func TestVersionedBounds(t *testing.T) {
+	spec := VersionSpec{History: 100 * time.Millisecond, MaxVersions: 4}
+	set := &kitpb.VersionSet{}
+	put := func(at int64) error {
+		_, err := putVersion(set, at, []byte{byte(at)}, false, at, spec)
+		return err
+	}
+	get := func(at int64) (from int64, beyond bool) {
+		i, beyond := versionAt(set, at)
+		if i < 0 {
+			return -1, beyond
+		}
+		return set.GetVersions()[i].GetValidFromMs(), false
+	}
+	// Retention: versions every 10 ms up to 1000; history 100 ms keeps
+	// those valid at 900 and after.
+	spec.MaxVersions = 64
+	for at := int64(0); at <= 1000; at += 10 {
+		if err := put(at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(set.GetVersions()); n != 11 {
+		t.Fatalf("%d versions kept with 100 ms of history at 10 ms intervals, want 11 (900..1000)", n)
+	}
+	if from, beyond := get(900); beyond || from != 900 {
+		t.Fatalf("as of 900 (within history): from %d beyond %v", from, beyond)
+	}
+	if _, beyond := get(899); !beyond {
+		t.Fatal("as of 899 (older than history) answered")
+	}
+	if from, _ := get(5000); from != 1000 {
+		t.Fatalf("latest: from %d", from)
+	}
+	// The latest never expires: one version, any age.
+	lone := &kitpb.VersionSet{}
+	if _, err := putVersion(lone, 5, nil, false, 1_000_000, spec); !errors.Is(err, ErrBeyondHistory) {
+		t.Fatalf("a put older than stream time minus history: %v", err)
+	}
+	if lone.GetExpired() != 1 || len(lone.GetVersions()) != 0 {
+		t.Fatalf("expired put: %v", lone)
+	}
+
+	// The bound on versions: 4 within 100 ms of history.
+	spec.MaxVersions = 4
+	set = &kitpb.VersionSet{}
+	for _, at := range []int64{10, 20, 30, 40, 50, 60} {
+		if err := put(at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ev := len(set.GetVersions()), set.GetEvicted(); n != 4 || ev != 2 || set.GetFloorMs() != 30 {
+		t.Fatalf("%d versions, %d evicted, floor %d; want 4, 2, 30", n, ev, set.GetFloorMs())
+	}
+	if _, beyond := get(25); !beyond {
+		t.Fatal("as of 25, before the oldest kept version (evicted history), answered")
+	}
+	if from, beyond := get(35); beyond || from != 30 {
+		t.Fatalf("as of 35: from %d beyond %v", from, beyond)
+	}
+	// A late put into the evicted range would make 20..30 answer it: dropped.
+	if err := put(25); !errors.Is(err, ErrBeyondHistory) {
+		t.Fatalf("late put below the floor: %v", err)
+	}
+	if from, _ := get(35); from != 30 {
+		t.Fatalf("after the refused put, as of 35: from %d", from)
+	}
+}
+
+func TestVersionSpecValidate(t *testing.T) {
+	err := VersionSpec{History: -time.Second, MaxVersions: MaxVersionsPerKey + 1}.validate()
+	if err == nil || !strings.Contains(err.Error(), "History: must not be negative") || !strings.Contains(err.Error(), "MaxVersions: must be 1 to 4096, got 4097") {
+		t.Fatalf("validate: %v", err)
+	}
+	if err := (VersionSpec{}).withDefaults().validate(); err != nil {
+		t.Fatalf("the zero spec with defaults: %v", err)
+	}
+}
