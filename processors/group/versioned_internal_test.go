@@ -306,6 +306,22 @@ func TestVersionedBounds(t *testing.T) {
 	if lone.GetExpired() != 1 || len(lone.GetVersions()) != 0 {
 		t.Fatalf("expired put: %v", lone)
 	}
+	// A key's only version, at 1, and an expired put seen at stream time
+	// 1000 (other keys moved it): as of 500, older than the history, the
+	// latest still answers (shouldGetExpiredIfLatestValue, per key).
+	lone = &kitpb.VersionSet{}
+	if _, err := putVersion(lone, 1, nil, false, 1, spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := putVersion(lone, 5, nil, false, 1000, spec); !errors.Is(err, ErrBeyondHistory) {
+		t.Fatalf("a put older than stream time minus history: %v", err)
+	}
+	if i, beyond := versionAt(lone, 500); beyond || i != 0 {
+		t.Fatalf("the latest version expired: index %d beyond %v", i, beyond)
+	}
+	if _, beyond := versionAt(lone, 0); !beyond {
+		t.Fatal("as of 0, before the latest and older than the history, answered")
+	}
 
 	// The bound on versions: 4 within 100 ms of history.
 	spec.MaxVersions = 4
