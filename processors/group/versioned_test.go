@@ -232,3 +232,56 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 	}
 	return joinedIDs(t, q, t0), reg
 }
+
+// LookupVersioned reads a versioned table for any key, as of a time: here a
+// group keyed by fleet reads each ping's device's fence as of the ping.
+func TestVersionedLookupAsOf(t *testing.T) {
+	const looker, lookups = "vt-looker", "vt-lookups"
+	topo := versionedTopology(2)
+	topo.Topics = append(topo.Topics, topology.Topic{Name: lookups, Key: "fleet_id", Value: "fencestream.v1.Ping", Partitions: 3, Cleanup: topology.CleanupDelete},
+		topology.Topic{Name: looker + "-table", Key: "fleet_id", Value: "fencestream.v1.DeviceState", Partitions: 3, Cleanup: topology.CleanupCompact})
+	topo.Processors = append(topo.Processors, topology.Processor{Group: looker, Streams: []string{lookups}, Lookups: []string{vtWriter + "-table"}, Emits: []string{topology.TopicDeadLetter}, Table: looker + "-table"})
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	writer, _, _ := versionedGroups(topo, group.VersionSpec{History: time.Hour}, true)
+	type lctx = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+	lg := group.New[geofencepb.DeviceState](topo, looker, quiet)
+	fences := group.LookupVersioned[geofencepb.Trigger](lg, vtWriter+"-table", identitySet)
+	var mu sync.Mutex
+	var got []string
+	group.Stream(lg, lookups, func(c *lctx, p *geofencepb.Ping) error {
+		v, err := fences.AsOfKey(c, p.GetDeviceId(), time.UnixMilli(p.GetDeviceTimeMs()))
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s/%s: %s", c.Key(), p.GetDeviceId(), v.Value.GetFenceId()))
+		return nil
+	})
+	tt := tester.New(t)
+	for _, g := range []interface {
+		Processor(context.Context, cluster.Config, ...group.Opt) (*group.Processor, error)
+	}{writer, lg} {
+		p, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runUntilCleanup(t, p.Run)
+	}
+	t0 := versionedT0()
+	tt.Consume(vtChanges, "d1", change(t0, "d1", "a", 0))
+	tt.Consume(vtChanges, "d1", change(t0, "d1", "b", 10*time.Minute))
+	tt.Consume(vtChanges, "d2", change(t0, "d2", "c", 0))
+	tt.Consume(lookups, "fleet-1", ping(t0, "d1", 5*time.Minute))
+	tt.Consume(lookups, "fleet-1", ping(t0, "d1", 11*time.Minute))
+	tt.Consume(lookups, "fleet-2", ping(t0, "d2", 11*time.Minute))
+	tt.Consume(lookups, "fleet-2", ping(t0, "d3", 11*time.Minute))
+	want := []string{"fleet-1/d1: a", "fleet-1/d1: b", "fleet-2/d2: c", "fleet-2/d3: "}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("looked up %q, want %q", got, want)
+	}
+}
