@@ -358,3 +358,43 @@ func TestVersionSpecValidate(t *testing.T) {
 		t.Fatalf("the zero spec with defaults: %v", err)
 	}
 }
+
+// BenchmarkVersionedPut: a put to a key holding DefaultMaxVersions versions
+// within its history (the bound evicts one per put), and a read as of a
+// time in the middle of them; the encoded set's size is reported.
+func BenchmarkVersionedPut(b *testing.B) {
+	spec := VersionSpec{History: 24 * time.Hour}.withDefaults()
+	val, err := marshalOpts.Marshal(wrapperspb.String("Depot, north gate: a fence name of some length"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := &kitpb.VersionSet{}
+	at := int64(1_000_000)
+	for range spec.MaxVersions {
+		at += 1000
+		if _, err := putVersion(set, at, val, false, at, spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	enc, err := marshalOpts.Marshal(set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("put", func(b *testing.B) {
+		for b.Loop() {
+			at += 1000
+			if _, err := putVersion(set, at, val, false, at, spec); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(enc)), "set-bytes")
+	})
+	b.Run("asof", func(b *testing.B) {
+		mid := time.UnixMilli(set.GetVersions()[len(set.GetVersions())/2].GetValidFromMs() + 1)
+		for b.Loop() {
+			if _, err := VersionAsOf[wrapperspb.StringValue](set, mid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1175,7 +1175,8 @@ type VersionSet struct {
 	// version: versions valid before it were dropped by the bound on versions
 	// per key, not by retention.
 	FloorMs int64 `protobuf:"varint,4,opt,name=floor_ms,json=floorMs,proto3" json:"floor_ms,omitempty"`
-	// Puts and deletes dropped, older than the history retention.
+	// Puts and deletes dropped: older than the history retention, or than
+	// floor_ms.
 	Expired int64 `protobuf:"varint,5,opt,name=expired,proto3" json:"expired,omitempty"`
 	// Versions dropped by the bound on versions per key while still within
 	// the history retention.
