@@ -16,6 +16,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/transitions"
+	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 )
 
 // base is 2027-01-15 08:00 UTC; event times are offsets from it.
@@ -29,6 +30,7 @@ func start(t *testing.T) *grouptest.Harness {
 	}
 	h := grouptest.New(t, base.Add(30*24*time.Hour))
 	h.Start(transitions.New(topo, nil))
+	h.Start(transitions.NewPings(topo, nil))
 	return h
 }
 
@@ -126,5 +128,36 @@ func TestAsOfOutOfOrder(t *testing.T) {
 		if got != c.want {
 			t.Errorf("as of +%s: %s, want %s", c.at, got, c.want)
 		}
+	}
+}
+
+// Each ping counts where its device was when it sent it: a ping that
+// arrives after the device left still counts inside (the join reads the
+// transitions as of the ping's time, not the latest).
+func TestPingsJoinAsOf(t *testing.T) {
+	h := start(t)
+	ping := func(at time.Duration) {
+		h.Consume(geofence.TopicPings, "car-3", &geofencepb.Ping{DeviceId: "car-3", DeviceTimeMs: base.Add(at).UnixMilli()})
+	}
+	trigger(h, "car-3", "depot", enter, 0)
+	trigger(h, "car-3", "depot", exit, time.Hour)
+	h.Catchup()
+	ping(30 * time.Minute) // late: the device has left since
+	ping(90 * time.Minute)
+	ping(-10 * time.Minute) // before any transition
+	ping(45 * time.Minute)
+	h.Catchup()
+	st := grouptest.State[transitionspb.PingPresence](h, transitions.PingsTable, "car-3")
+	if st.GetInside() != 2 || st.GetOutside() != 2 || st.GetUnknown() != 0 || st.GetLastFence() != "depot" || st.GetLastInsideMs() != base.Add(45*time.Minute).UnixMilli() {
+		t.Fatalf("car-3's pings: %v", st)
+	}
+	// Past the history (7 days after the device's last transition), a
+	// ping's place is unknown.
+	trigger(h, "car-3", "yard", enter, 9*24*time.Hour)
+	h.Catchup()
+	ping(24 * time.Hour)
+	h.Catchup()
+	if st := grouptest.State[transitionspb.PingPresence](h, transitions.PingsTable, "car-3"); st.GetUnknown() != 1 {
+		t.Fatalf("a ping older than the history: %v", st)
 	}
 }
