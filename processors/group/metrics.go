@@ -21,6 +21,8 @@ type metrics struct {
 	stateDamaged, processorRestarts, stateUndecodable,
 	timersFired, timerErrors, timerTicks, lateRecords, windowWaits *prometheus.CounterVec
 	recovery *recoveryCollector
+	// versionedRecords: versioned tables' dropped puts and unanswerable reads (versioned.go).
+	versionedRecords *prometheus.CounterVec
 	// processed holds recordsProcessed's series by input (processedKey), so
 	// a record does not pay for the label lookup.
 	processed sync.Map
@@ -88,6 +90,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"group", "topic"),
 		recovery: newRecoveryCollector(),
 	}
+	m.versionedRecords = counterVec("fencestream_versioned_records_total",
+		"Versioned tables: puts and deletes dropped as older than the history kept (result expired), versions dropped by the bound on versions per key within retention (evicted), and as-of reads older than the history kept, answered with no value (beyond-history).",
+		"group", "table", "result")
 	if reg == nil {
 		return m, nil
 	}
@@ -100,6 +105,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var err error
 	m.recovery, err = RegisterCollector(reg, m.recovery)
+	errs = append(errs, err)
+	m.versionedRecords, err = RegisterCollector(reg, m.versionedRecords)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("registering the kit's metrics: %w", err)

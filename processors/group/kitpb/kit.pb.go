@@ -1091,6 +1091,170 @@ func (x *Seen) GetAtMs() int64 {
 	return 0
 }
 
+// VersionSet is one key's versioned value (processors/group VersionedTable,
+// Kafka Streams' versioned key-value store, KIP-889), kept inside the
+// application's state so joins and views read it as of a time.
+type VersionSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's versions by valid_from, oldest first, at most one per
+	// valid_from; the last is the latest. A version is valid from its
+	// valid_from until the next version's (the latest: for ever).
+	Versions []*Version `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	// The highest stream time the set was written at: the later of the
+	// partition's stream time and the latest valid_from. History older than
+	// observed_ms - history_ms is not answered.
+	ObservedMs int64 `protobuf:"varint,2,opt,name=observed_ms,json=observedMs,proto3" json:"observed_ms,omitempty"`
+	// The history retention the set was written with, milliseconds.
+	HistoryMs int64 `protobuf:"varint,3,opt,name=history_ms,json=historyMs,proto3" json:"history_ms,omitempty"`
+	// No answer is given for a time before floor_ms other than the latest
+	// version: versions valid before it were dropped by the bound on versions
+	// per key, not by retention.
+	FloorMs int64 `protobuf:"varint,4,opt,name=floor_ms,json=floorMs,proto3" json:"floor_ms,omitempty"`
+	// Puts and deletes dropped: older than the history retention, or than
+	// floor_ms.
+	Expired int64 `protobuf:"varint,5,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Versions dropped by the bound on versions per key while still within
+	// the history retention.
+	Evicted       int64 `protobuf:"varint,6,opt,name=evicted,proto3" json:"evicted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionSet) Reset() {
+	*x = VersionSet{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionSet) ProtoMessage() {}
+
+func (x *VersionSet) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionSet.ProtoReflect.Descriptor instead.
+func (*VersionSet) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *VersionSet) GetVersions() []*Version {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *VersionSet) GetObservedMs() int64 {
+	if x != nil {
+		return x.ObservedMs
+	}
+	return 0
+}
+
+func (x *VersionSet) GetHistoryMs() int64 {
+	if x != nil {
+		return x.HistoryMs
+	}
+	return 0
+}
+
+func (x *VersionSet) GetFloorMs() int64 {
+	if x != nil {
+		return x.FloorMs
+	}
+	return 0
+}
+
+func (x *VersionSet) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *VersionSet) GetEvicted() int64 {
+	if x != nil {
+		return x.Evicted
+	}
+	return 0
+}
+
+// Version is one version of a VersionSet.
+type Version struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ValidFromMs int64                  `protobuf:"varint,1,opt,name=valid_from_ms,json=validFromMs,proto3" json:"valid_from_ms,omitempty"`
+	// The value, encoded with its own schema; empty for a tombstone.
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// A delete: no value is valid from valid_from_ms.
+	Tombstone     bool `protobuf:"varint,3,opt,name=tombstone,proto3" json:"tombstone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Version) Reset() {
+	*x = Version{}
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Version) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Version) ProtoMessage() {}
+
+func (x *Version) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_kit_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Version.ProtoReflect.Descriptor instead.
+func (*Version) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_kit_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Version) GetValidFromMs() int64 {
+	if x != nil {
+		return x.ValidFromMs
+	}
+	return 0
+}
+
+func (x *Version) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Version) GetTombstone() bool {
+	if x != nil {
+		return x.Tombstone
+	}
+	return false
+}
+
 var File_fencestream_kit_v1_kit_proto protoreflect.FileDescriptor
 
 const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
@@ -1165,7 +1329,21 @@ const file_fencestream_kit_v1_kit_proto_rawDesc = "" +
 	"\x04seen\x18\x01 \x03(\v2\x18.fencestream.kit.v1.SeenR\x04seen\"+\n" +
 	"\x04Seen\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x13\n" +
-	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs*S\n" +
+	"\x05at_ms\x18\x02 \x01(\x03R\x04atMs\"\xd4\x01\n" +
+	"\n" +
+	"VersionSet\x127\n" +
+	"\bversions\x18\x01 \x03(\v2\x1b.fencestream.kit.v1.VersionR\bversions\x12\x1f\n" +
+	"\vobserved_ms\x18\x02 \x01(\x03R\n" +
+	"observedMs\x12\x1d\n" +
+	"\n" +
+	"history_ms\x18\x03 \x01(\x03R\thistoryMs\x12\x19\n" +
+	"\bfloor_ms\x18\x04 \x01(\x03R\afloorMs\x12\x18\n" +
+	"\aexpired\x18\x05 \x01(\x03R\aexpired\x12\x18\n" +
+	"\aevicted\x18\x06 \x01(\x03R\aevicted\"a\n" +
+	"\aVersion\x12\"\n" +
+	"\rvalid_from_ms\x18\x01 \x01(\x03R\vvalidFromMs\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1c\n" +
+	"\ttombstone\x18\x03 \x01(\bR\ttombstone*S\n" +
 	"\tTimerKind\x12\x1a\n" +
 	"\x16TIMER_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11TIMER_KIND_STREAM\x10\x01\x12\x13\n" +
@@ -1184,7 +1362,7 @@ func file_fencestream_kit_v1_kit_proto_rawDescGZIP() []byte {
 }
 
 var file_fencestream_kit_v1_kit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_fencestream_kit_v1_kit_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_fencestream_kit_v1_kit_proto_goTypes = []any{
 	(TimerKind)(0),     // 0: fencestream.kit.v1.TimerKind
 	(*Envelope)(nil),   // 1: fencestream.kit.v1.Envelope
@@ -1201,6 +1379,8 @@ var file_fencestream_kit_v1_kit_proto_goTypes = []any{
 	(*JoinRecord)(nil), // 12: fencestream.kit.v1.JoinRecord
 	(*SeenSet)(nil),    // 13: fencestream.kit.v1.SeenSet
 	(*Seen)(nil),       // 14: fencestream.kit.v1.Seen
+	(*VersionSet)(nil), // 15: fencestream.kit.v1.VersionSet
+	(*Version)(nil),    // 16: fencestream.kit.v1.Version
 }
 var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	3,  // 0: fencestream.kit.v1.Envelope.cursors:type_name -> fencestream.kit.v1.Cursor
@@ -1216,11 +1396,12 @@ var file_fencestream_kit_v1_kit_proto_depIdxs = []int32{
 	12, // 10: fencestream.kit.v1.JoinBuffer.left:type_name -> fencestream.kit.v1.JoinRecord
 	12, // 11: fencestream.kit.v1.JoinBuffer.right:type_name -> fencestream.kit.v1.JoinRecord
 	14, // 12: fencestream.kit.v1.SeenSet.seen:type_name -> fencestream.kit.v1.Seen
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 13: fencestream.kit.v1.VersionSet.versions:type_name -> fencestream.kit.v1.Version
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_kit_proto_init() }
@@ -1234,7 +1415,7 @@ func file_fencestream_kit_v1_kit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_kit_proto_rawDesc), len(file_fencestream_kit_v1_kit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
