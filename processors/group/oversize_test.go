@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -208,4 +209,29 @@ func TestDeadLetterRefusedForSizeIsSentCutDown(t *testing.T) {
 	}
 	r.shutdown(t)
 	grouptest.CheckLogBounded(t, logs.String())
+}
+
+// TestRejectedLargeInputIsRecordedCutDown: a handler rejects a ping of 200 kB
+// (a dead letter from inside the callback, recorded in the key's envelope
+// with the state so a redelivery re-emits it). Recorded whole, up to the
+// replay window's inputs of that size would outgrow the table value's own
+// limit; it is recorded, and sent, cut down.
+func TestRejectedLargeInputIsRecordedCutDown(t *testing.T) {
+	h := grouptest.New(t, time.Now())
+	h.Start(validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
+		c.SetState(&geofencepb.DeviceState{DeviceId: c.Key(), LastHlc: p.GetHlc()})
+		if len(p.GetDeviceId()) > topology.MaxKeyBytes {
+			return errors.New("device_id is not the key")
+		}
+		return nil
+	}))
+	h.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
+	h.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: strings.Repeat("x", 200_000), Hlc: 2})
+	dls := grouptest.DeadLetters(h)
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	if d := dls[0]; d.Reason != group.ReasonInvalid || len(d.Value) > group.CutValueBytes || d.Key != "d1" {
+		t.Fatalf("dead letter: key %q, reason %q, value %d bytes", d.Key, d.Reason, len(d.Value))
+	}
 }
