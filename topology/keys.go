@@ -33,7 +33,7 @@ func (e *KeyError) Error() string {
 	case errors.Is(e.Err, ErrKeyTooLong):
 		return fmt.Sprintf("key%s refused: %v (%d bytes, limit %d)", where, e.Err, len(e.Key), e.Limit)
 	case errors.Is(e.Err, ErrInvalidUTF8):
-		return fmt.Sprintf("key%s refused: %v (%q)", where, e.Err, e.Key)
+		return fmt.Sprintf("key%s refused: %v (%q)", where, e.Err, KeyExcerpt(e.Key))
 	default:
 		return fmt.Sprintf("key%s refused: %v: a record without a key is spread round-robin and loses per-key order", where, e.Err)
 	}

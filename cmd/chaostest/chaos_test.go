@@ -212,7 +212,11 @@ func TestChaos(t *testing.T) {
 	// Then one rolling restart of the debouncers and of the occupancy
 	// processes, both at once.
 	slot := time.Duration(float64(wall) * 0.8 / kills)
+	var oversized map[string][]grouptest.Oversized
 	for i := range kills {
+		if i == oversizeSlot {
+			oversized = produceOversized(t, cl)
+		}
 		at := time.Duration(float64(wall)*0.05) + time.Duration((float64(i)+0.2+0.6*rng.Float64())*float64(slot))
 		select {
 		case err := <-fleetDone:
@@ -331,6 +335,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, members: members, occs: occs})
+	checkOversized(t, cl, oversized, procs)
 
 	// Every exit of a processor is one the test caused: none stops on its
 	// own, broker restarts and damaged state included.

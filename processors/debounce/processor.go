@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	}
 	m.pingsApplied = counter("fencestream_pings_processed_total", "Pings applied to device state by the debouncer.")
 	m.flapsSuppressed = counter("fencestream_flaps_suppressed_total", "Candidate transitions abandoned before confirmation: flapping the debouncer kept from becoming triggers.")
-	m.stalePings = counter("fencestream_stale_pings_total", "Pings dead-lettered as stale by the debouncer because a TIMEOUT exit already closed the device at a later time (the kit counts other stale inputs in fencestream_hlc_stale_total).")
+	m.stalePings = counter("fencestream_stale_pings_total", "Pings the debouncer dead-lettered as stale (reason stale): an HLC below the device's last applied one, or behind the time a TIMEOUT exit already closed the device at. The kit's fencestream_hlc_stale_total{kind=\"stale\"} counts the first kind alone.")
 	m.silenceTimers = counter("fencestream_silence_timers_fired_total", "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.")
 	var e error
 	m.triggersEmitted, e = group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -132,6 +132,14 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	group.CacheEnvelopes(g, envelopeCacheBytes)
 	group.CacheStates(g, envelopeCacheBytes) // kept in the envelopes' entries, under their budget
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
+	// Stale pings are dead-lettered by the kit (ordered by HLC) before
+	// handlePing sees them, and by handlePing after a TIMEOUT exit: counted
+	// here, once each, whichever refused them.
+	group.OnDeadLetter(g, func(topic, reason string) {
+		if topic == geofence.TopicPings && reason == group.ReasonStale {
+			m.stalePings.Inc()
+		}
+	})
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
 	d.group = g
@@ -169,7 +177,6 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if p.GetHlc() <= st.GetLastHlc() {
 		// A TIMEOUT exit moved the device's clock past this ping (or the state
 		// predates the kit's ordering): applying it would reorder triggers.
-		d.m.stalePings.Inc()
 		c.DeadLetter(group.ReasonStale, fmt.Errorf("%w: device state is at %d, ping %d", group.ErrStale, st.GetLastHlc(), p.GetHlc()))
 		return nil
 	}

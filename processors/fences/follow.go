@@ -20,6 +20,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -70,7 +71,8 @@ func NewFollower(cl cluster.Config, topic string, cat *Catalogue, log *slog.Logg
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	return &Follower{cl: cl, topic: topic, cat: cat, log: log.With("topic", topic), ready: make(chan struct{}), reg: reg}
+	// Bounded: a fence record's key and error may be a megabyte.
+	return &Follower{cl: cl, topic: topic, cat: cat, log: group.BoundedLogger(log).With("topic", topic), ready: make(chan struct{}), reg: reg}
 }
 
 // Ready is closed once the catalogue holds everything the topic held when Run started.
@@ -126,7 +128,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	// tombstone. The last record of a key decides, as in the topic.
 	ops := map[string]*Fence{}
 	report := func(r invalidRecord) {
-		f.log.Error("skipping invalid fence record", "key", r.key, "offset", r.offset, "err", r.err,
+		f.log.Error("skipping invalid fence record", "key", topology.KeyExcerpt(r.key), "offset", r.offset, "err", r.err,
 			"fix", "remove it with: "+DeleteCommand([]byte(r.key)))
 	}
 	flush := func() {

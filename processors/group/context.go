@@ -93,9 +93,10 @@ func (c *Context[S, PS]) Header(name string) []byte { return c.g.Headers()[name]
 // Context is canceled when the processor stops.
 func (c *Context[S, PS]) Context() context.Context { return c.g.Context() }
 
-// Logger logs with group, key and partition attached.
+// Logger logs with group, key and partition attached; a key longer than a
+// valid one is shown cut (topology.KeyExcerpt).
 func (c *Context[S, PS]) Logger() *slog.Logger {
-	return c.grp.log.With("key", c.g.Key(), "partition", c.g.Partition())
+	return c.grp.log.With("key", topology.KeyExcerpt(c.g.Key()), "partition", c.g.Partition())
 }
 
 // envelope returns the key's stored envelope, or nil when the key has none.
@@ -273,7 +274,11 @@ func (c *Context[S, PS]) produce(o *kitpb.Output) {
 }
 
 // DeadLetter routes the current input record, with its original key and value,
-// to the dead-letter topic with a reason, and counts it.
+// to the dead-letter topic with a reason, and counts it. A record too large to
+// be dead-lettered whole (a dead letter adds headers to a record that may
+// already be at its topic's limit) is dead-lettered cut down (deadletter.go),
+// so its partition always moves on; so is one too large to be recorded in its
+// key's envelope whole.
 func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 	var value []byte
 	switch v := c.orig.(type) {
@@ -284,18 +289,31 @@ func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 	}
 	detail := ""
 	if cause != nil {
-		detail = cause.Error()
+		detail = topology.Excerpt(cause.Error(), deadLetterErrorBytes)
 	}
 	c.grp.m.deadLetters.WithLabelValues(c.grp.name, c.Topic(), reason).Inc()
-	c.Logger().Warn("dead-lettering record", "topic", c.Topic(), "offset", c.Offset(), "reason", reason, "err", detail)
-	c.send(&kitpb.Output{Topic: c.grp.deadLetter, Key: c.g.Key(), Value: value, Headers: []*kitpb.Header{
+	if f := c.grp.onDeadLetter; f != nil {
+		f(c.Topic(), reason)
+	}
+	o := &kitpb.Output{Topic: c.grp.deadLetter, Key: c.g.Key(), Value: value, Headers: []*kitpb.Header{
 		{Key: HeaderReason, Value: []byte(reason)},
 		{Key: HeaderError, Value: []byte(detail)},
 		{Key: HeaderSourceTopic, Value: []byte(c.Topic())},
 		{Key: HeaderSourcePartition, Value: []byte(partitionLabel(c.Partition()))},
 		{Key: HeaderSourceOffset, Value: []byte(fmt.Sprint(c.Offset()))},
 		{Key: HeaderGroup, Value: []byte(c.grp.name)},
-	}})
+	}}
+	limit := c.grp.rt.deadLetterBytes
+	if c.recording {
+		limit = recordedLimit(limit, c.grp.rt.window)
+	}
+	o, cut := fit(o, limit)
+	if cut {
+		c.grp.m.deadLettersCut.WithLabelValues(c.grp.name, "cut-down").Inc()
+	}
+	c.Logger().Warn("dead-lettering record", "topic", c.Topic(), "offset", c.Offset(), "reason", reason, "err", detail,
+		"key_bytes", len(c.g.Key()), "value_bytes", len(value), "cut_down", cut)
+	c.send(o)
 }
 
 // Errors the kit dead-letters ordered inputs with.
@@ -312,6 +330,9 @@ var (
 	ErrFutureHLC = errors.New("HLC is beyond now plus the maximum clock skew")
 	// ErrNoOrder: an ordered stream's input has no HLC to order it by.
 	ErrNoOrder = errors.New("input has no HLC")
+	// ErrEmptyValue: an ordered stream's input is empty (zero bytes, or
+	// only fields at their defaults): there is nothing to order or apply.
+	ErrEmptyValue = errors.New("value is empty")
 )
 
 // replayed decides, before the handler runs, whether the input was already

@@ -8,9 +8,18 @@
 //     and the declaration always lists the dead-letter topic; anything else
 //     refuses to build. The topology is validated the same way under Goka's
 //     tester as against a broker.
-//   - No input stops a processor: an empty or malformed key, undecodable bytes
-//     or a record the handler rejects goes to the dead-letter topic with its
-//     original key and value and a reason header, and the next record flows.
+//   - No input stops a processor: an empty or malformed key, undecodable bytes,
+//     an empty value on an ordered stream, a handler's panic or a record the
+//     handler rejects goes to the dead-letter topic with its original key and
+//     value and a reason header, and the next record flows. A dead letter too
+//     large to send whole (Producer.MaxMessageBytes, the dead-letter topic's
+//     max.message.bytes less a batch header) is sent cut down: prefixes of at
+//     most CutKeyBytes and CutValueBytes, the source and reason headers, and
+//     HeaderCutDown with the sizes (HeaderKeyBytes, HeaderValueBytes); one the
+//     broker refuses for its size anyway is sent again cut down, once.
+//   - No log line carries an unbounded key or value: the kit logs through
+//     BoundedLogger (each attribute at most LogValueLimit bytes) and shows
+//     keys as topology.KeyExcerpt.
 //   - Consumer groups start at the oldest offset and local state lives in a
 //     directory tied to the broker's cluster id, never Goka's temp-dir default.
 //

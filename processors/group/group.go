@@ -58,6 +58,8 @@ type Group[S any, PS codecs.Message[S]] struct {
 	stateBudget, envBudget int
 	// orderedOutputs is OrderedOutputs: one produce request in flight.
 	orderedOutputs bool
+	// onDeadLetter is OnDeadLetter's function (nil: none).
+	onDeadLetter func(topic, reason string)
 }
 
 // instance is one build of a group (Processor, Graph): what the group
@@ -100,6 +102,8 @@ type runtime struct {
 	// nothing. hurry, when set, polls the commits faster while one waits.
 	waits bool
 	hurry func() (release func())
+	// deadLetterBytes is the largest dead letter sent whole (deadletter.go).
+	deadLetterBytes int
 }
 
 // New starts a group named like its topology declaration. Its table (when the
@@ -108,6 +112,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	if log == nil {
 		log = slog.Default()
 	}
+	log = BoundedLogger(log) // no log line carries an unbounded key or value
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
 		id: &handleOwner{group: name}}
 	decl, ok := topo.Processor(name)
@@ -337,6 +342,10 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 		ordered := sc.hlc != nil
 		if ordered {
 			seq = sc.hlc(msg)
+			if seq == 0 && protov2.Size(msg) == 0 {
+				c.DeadLetter(ReasonEmptyValue, ErrEmptyValue)
+				return
+			}
 			if err := g.rt.checkHLC(seq); err != nil {
 				reason := ReasonInvalid
 				if errors.Is(err, ErrFutureHLC) {

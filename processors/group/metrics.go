@@ -19,7 +19,8 @@ import (
 type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
 	stateDamaged, processorRestarts, stateUndecodable,
-	timersFired, timerErrors, timerTicks, lateRecords, windowWaits *prometheus.CounterVec
+	timersFired, timerErrors, timerTicks, lateRecords, windowWaits,
+	deadLettersCut *prometheus.CounterVec
 	recovery *recoveryCollector
 	// versionedRecords: versioned tables' dropped puts and unanswerable reads (versioned.go).
 	versionedRecords *prometheus.CounterVec
@@ -88,6 +89,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		windowWaits: counterVec("fencestream_replay_window_waits_total",
 			"Times an input waited before being applied, its key having ReplayWindow inputs on its partition that the group had not committed yet (commits stalled, as in a broker outage, or one key hotter than the window per commit); one per wait.",
 			"group", "topic"),
+		deadLettersCut: counterVec("fencestream_deadletters_cut_total",
+			"Dead letters too large to send whole, by result: cut-down (sent with bounded prefixes of key and value and their sizes, header fencestream-cut-down), dropped (refused even cut down; logged). Each is also counted once in fencestream_deadletters_total.",
+			"group", "result"),
 		recovery: newRecoveryCollector(),
 	}
 	m.versionedRecords = counterVec("fencestream_versioned_records_total",
@@ -98,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
-		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits} {
+		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits, &m.deadLettersCut} {
 		var err error
 		*c, err = RegisterCollector(reg, *c)
 		errs = append(errs, err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 
@@ -212,7 +213,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
 		popts = append(popts, SaramaOptions(sc)...)
-		popts = append(popts, goka.WithProducerBuilder(ProducerBuilder(g.outputConfig(cfg.producerConfig(sc)))))
+		pc := g.outputConfig(cfg.producerConfig(sc))
+		pc, in.rt.deadLetterBytes = g.deadLetterRoom(ctx, cl, pc)
+		popts = append(popts, goka.WithProducerBuilder(deadLetterProducerBuilder(ProducerBuilder(pc), g.deadLetter, g.log, m, g.name)))
 		brokers := cl.Brokers
 		newEmitter = func() (*goka.Emitter, error) {
 			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),
@@ -334,7 +337,8 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 // instance makes a build of g with the options of cfg.
 func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
-		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil}}
+		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
+			deadLetterBytes: deadLetterLimit(sarama.NewConfig().Producer.MaxMessageBytes, kafkaMaxMessageBytes)}}
 	in.digestBufs.New = func() any { b := make([]byte, 0, 256); return &b }
 	return in
 }
