@@ -11,7 +11,6 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
@@ -63,7 +62,7 @@ func TestMaxClockSkew(t *testing.T) {
 	trigger := func(device string, at time.Time) *kgo.Record {
 		h := hlc.Pack(at.UnixMilli(), 0)
 		v, err := codec.Marshal(&geofencepb.Trigger{
-			TriggerId: debounce.TriggerID(device, "depot", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, h),
+			TriggerId: geofence.TriggerID(device, "depot", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, h),
 			DeviceId:  device, FenceId: "depot", Type: geofencepb.TriggerType_TRIGGER_TYPE_ENTER,
 			Reason:      geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
 			EventTimeMs: at.UnixMilli(), Hlc: h, CatalogueVersion: 1 << 30, // a catalogue newer than occupancy's
