@@ -220,3 +220,30 @@ func TestAddedPartitionsStopTheGroup(t *testing.T) {
 		t.Fatalf("fencestream_topic_changes_total = %v; want 1 for %s/partitions", got, topicIn)
 	}
 }
+
+// TestDeletedOutputTopicStopsTheGroup: the topic the group emits to is
+// deleted while inputs keep coming (the debouncer's fence-triggers in the
+// operator's report). The processor stops by itself naming the output topic
+// (on main it restarted forever, logging only sarama's "circuit breaker is
+// open"), with a bounded number of log lines.
+func TestDeletedOutputTopicStopsTheGroup(t *testing.T) {
+	f := startTopicFixture(t, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := f.adm.DeleteTopics(ctx, topicOut); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, f.kc, 10, 200)
+	runErr := f.stopped(t, time.Minute)
+	var tce *group.TopicChangeError
+	if !errors.As(runErr, &tce) || tce.Topic != topicOut || !errors.Is(runErr, group.ErrPermanent) {
+		t.Fatalf("Run = %v; want a *TopicChangeError for %s", runErr, topicOut)
+	}
+	if ready := f.r.proc.Ready(); ready == nil || !strings.Contains(ready.Error(), topicOut) {
+		t.Fatalf("Ready after the change = %v; want the reason naming %s", ready, topicOut)
+	}
+	if n := strings.Count(f.logs.String(), "\n"); n > 60 {
+		t.Fatalf("%d log lines between start and the stop; want a bounded few:\n%s", n, f.logs.String())
+	}
+	t.Logf("%s: %v", tce.Change, runErr)
+}
