@@ -72,9 +72,14 @@ func (e *TopicChangeError) Error() string {
 	if e.StateDir != "" {
 		dir = " --state-dir " + filepath.Dir(e.StateDir)
 	}
+	restore := "restore the topic as declared (fencectl topology check --create)"
+	if e.Change == TopicPartitions {
+		// Kafka cannot take partitions away.
+		restore = fmt.Sprintf("either recreate %s with its declared %d partitions, or run every binary with --partitions %d", e.Topic, e.OldParts, e.NewParts)
+	}
 	return fmt.Sprintf("group %s: %s; its committed offsets and local state describe the topic as it was, so it stopped rather than apply them to what is there now. "+
-		"Restore the topic as declared (fencectl topology check --create), stop every group that reads or writes %s, and run fencectl reset --to-earliest --group %s%s (with those groups) to rebuild from the broker",
-		e.Group, what, e.Topic, e.Group, dir)
+		"To go on: %s, stop every group that reads or writes %s, and run fencectl reset --to-earliest --group %s%s (with those groups) to rebuild from the broker",
+		e.Group, what, restore, e.Topic, e.Group, dir)
 }
 
 func (e *TopicChangeError) Unwrap() []error { return []error{ErrTopicChanged, ErrPermanent} }
