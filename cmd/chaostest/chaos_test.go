@@ -334,7 +334,8 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, &world{sim: sim, snap: snap, trig: trig, states: states, members: members, occs: occs})
+	w := &world{sim: sim, snap: snap, trig: trig, states: states, members: members, occs: occs}
+	check(t, w)
 	checkOversized(t, cl, oversized, procs)
 
 	// Every exit of a processor is one the test caused: none stops on its
@@ -347,6 +348,10 @@ func TestChaos(t *testing.T) {
 	if n := countLines(procs[0].log, "local state damaged: moved aside"); n == 0 {
 		t.Errorf("%s never moved its damaged state aside", procs[0].name)
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	recreateTriggersStep(t, fencectl, cl, adm, procs, groups, w)
 
 	// A clean stop of everything: processors first, then the broker.
 	var stop sync.WaitGroup

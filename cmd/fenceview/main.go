@@ -64,12 +64,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	shard := fs.String("shard", "", "hold only these partitions of the tables, e.g. 0-11 (needs --peers for the rest; default: every partition)")
 	replica := fs.Int("replica", -1, "this replica's index, 0..replicas-1: hold the replica's block of partitions (with --replicas and --peers)")
 	replicas := fs.Int("replicas", 0, "number of replicas sharing the partitions (with --replica)")
+	maxStale := fs.Duration("max-staleness", fenceview.DefaultMaxStaleness, "how old the views' data may be (not confirmed current with the brokers) before /readyz and reads answer 503; every answer carries its age in "+fenceview.DataAgeHeader)
 	peers := fs.String("peers", "", "replicas holding the other partitions: one base URL per replica in replica order (with --replica), or PARTITIONS=URL entries (with --shard)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *maxStale <= 0 {
+		return fmt.Errorf("--max-staleness must be positive, got %s", *maxStale)
 	}
 	if *partitions < 1 || *partitions > fenceview.MaxPartitions {
 		return fmt.Errorf("--partitions %d: want 1..%d", *partitions, fenceview.MaxPartitions)
@@ -115,6 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		HTTP:           httpf.Opts(),
 		StateDir:       *stateDir,
 		Shard:          sh,
+		MaxStaleness:   *maxStale,
 	})
 }
 

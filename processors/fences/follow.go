@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -142,6 +143,11 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		clear(pending)
 	}
+	// The client retries failed fetches at once: a poll that returns only
+	// errors (a deleted topic) waits before the next, and the warning is
+	// rate-limited, so a broken topic costs neither a core nor the disk.
+	wait := group.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
+	logs := group.LogLimit{Every: 10 * time.Second}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -152,7 +158,19 @@ func (f *Follower) Run(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("%s/%d: %w", t, p, err))
 		})
 		if len(errs) > 0 {
-			f.log.Warn("fetching fences failed; retrying", "err", errors.Join(errs...))
+			if ok, held := logs.Allow(time.Now()); ok {
+				f.log.Warn("fetching fences failed; retrying with backoff", "err", errors.Join(errs...), "similar_since_last", held)
+			}
+			if fetches.NumRecords() == 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait.Next()):
+				}
+				continue
+			}
+		} else {
+			wait.Reset()
 		}
 		recs := fetches.Records()
 		for i, d := range decodeRecords(recs, codec) {

@@ -35,6 +35,15 @@
 //     ready (a view recovering, the catalogue loading, the feed not yet
 //     positioned), every data read answers 503 with the reason, never a 200
 //     with partial data. /readyz answers the same way.
+//   - Every answer says how old its data is: [DataAgeHeader] (and
+//     data_age_seconds in /readyz) is the time since the views last
+//     confirmed with the brokers, once a second, that they hold every record
+//     of their tables. A view that cannot reach the brokers keeps its copy,
+//     and once the age passes [Options.MaxStaleness] (default
+//     [DefaultMaxStaleness]) /readyz and reads answer 503 saying how old.
+//   - The trigger feed backs off (jittered, capped) while fetches fail and
+//     logs that at most once per 10 s; a recreated triggers topic is
+//     followed from its start.
 //   - Errors are JSON {"error": "...", "status": N} with that HTTP status:
 //     400 for a malformed id or parameter, 404 for an unknown fence, device
 //     or route, 405 with Allow for a method other than GET or HEAD on a

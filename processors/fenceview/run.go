@@ -67,6 +67,11 @@ type Options struct {
 	// Registerer is where fenceview's metrics go (default
 	// prometheus.DefaultRegisterer).
 	Registerer prometheus.Registerer
+	// MaxStaleness is how old the views' data may be (not confirmed current
+	// with the brokers) before /readyz and reads answer 503 (default
+	// DefaultMaxStaleness); below it every answer carries its age
+	// (DataAgeHeader).
+	MaxStaleness time.Duration
 	// Shard, when set, makes this replica hold only Shard.Partitions of the
 	// debouncer, occupancy and visit tables (the kit's partial views) and read
 	// every other partition from the peer holding it (default: nil, Goka views
@@ -187,6 +192,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("fenceview: %w", err)
 	}
 	views.Registerer = o.Registerer
+	views.MaxStaleness = o.MaxStaleness
 	if rt != nil {
 		views.shard(rt)
 		visitsView.shard(rt)
@@ -209,6 +215,7 @@ func Run(ctx context.Context, o Options) error {
 		Ready:     AllReady(views, visitsView, ChanReady(consumer.Ready(), "live trigger feed is connecting")),
 		Feed:      feed,
 		Visits:    visitsView,
+		Age:       views,
 	}, append(append(append([]Opt{WithLogger(log)}, o.ServerOpts...), extra...), WithTopology(topo))...)
 	if err != nil {
 		return err

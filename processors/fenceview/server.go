@@ -46,6 +46,9 @@ type Sources struct {
 	Feed      *Feed
 	// Visits is optional: it serves /v1/fences/{id}/visits (404 without).
 	Visits VisitSource
+	// Age is optional: how old the data is, put on every answer
+	// (DataAgeHeader) and in /readyz's data_age_seconds.
+	Age AgeSource
 }
 
 // Opt configures NewServer.
@@ -214,6 +217,7 @@ func (s *Server) servesGET(r *http.Request) bool {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.setAge(w)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -234,7 +238,11 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 		writeNotReady(w, why)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	body := map[string]any{"ready": true}
+	if age, known := s.setAge(w); known {
+		body["data_age_seconds"] = age.Seconds()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) emptyID(w http.ResponseWriter, _ *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,6 +122,9 @@ type ViewSources struct {
 	// Registerer is where Run reports the views' recovery and lag (nil: the
 	// default registry).
 	Registerer prometheus.Registerer
+	// MaxStaleness is how old the views' data may be before Ready is false
+	// (default DefaultMaxStaleness; see DataAge).
+	MaxStaleness time.Duration
 
 	// Set by shard (a sharded replica): the tables as a whole, this
 	// replica's partitions read from the views, the others from peers.
@@ -224,6 +228,7 @@ func (v *ViewSources) Ready() (ok bool, why string) {
 				return v.Devices.Connected() && v.Occupancy.Connected(), "views are reconnecting to the brokers"
 			}),
 			ChanReady(v.FencesReady, "fence catalogue is loading"),
+			ReadyFunc(v.staleness),
 		).Ready()
 		return nil
 	}); err != nil {

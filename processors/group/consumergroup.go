@@ -49,7 +49,7 @@ const (
 )
 
 func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sarama.ConsumerGroupHandler) error {
-	backoff := time.Duration(0)
+	churn := Backoff{First: 50 * time.Millisecond, Max: maxChurnBackoff}
 	for {
 		start := time.Now()
 		if err := s.ConsumerGroup.Consume(ctx, topics, newInOrder(handler)); err != nil {
@@ -59,12 +59,11 @@ func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sara
 			return nil
 		}
 		if time.Since(start) >= minSession {
-			backoff = 0
+			churn.Reset()
 			continue
 		}
-		backoff = min(max(2*backoff, 50*time.Millisecond), maxChurnBackoff)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(churn.Next()): // jittered: members that churn together do not rejoin together
 		case <-ctx.Done():
 			return nil
 		}

@@ -22,6 +22,17 @@
 //     keys as topology.KeyExcerpt.
 //   - Consumer groups start at the oldest offset and local state lives in a
 //     directory tied to the broker's cluster id, never Goka's temp-dir default.
+//   - A group's topics are the ones its state was built from: their topic ids
+//     are recorded in the state directory, and a running processor checks ids
+//     and partition counts every TopicCheckInterval (one metadata request).
+//     A topic deleted, recreated or repartitioned under it stops it with a
+//     *TopicChangeError (ErrTopicChanged, ErrPermanent; Ready and
+//     fencestream_topic_changes_total say which topic and how) and refuses a
+//     restart on that state: the old topic's offsets and envelopes are never
+//     applied to the new one until an operator resets the groups.
+//   - Every retry loop waits with a jittered, capped exponential Backoff and
+//     logs through a LogLimit: a broker or topic that is gone costs neither a
+//     core nor the disk.
 //
 // # Processing guarantee: effectively-once outputs
 //

@@ -39,7 +39,8 @@ type runConfig struct {
 	storage      statestore.Kind // see storage.go
 	flush        time.Duration
 	committed    func(topic string, partition int32) (int64, bool)
-	retry        retryConfig // see reconnect.go
+	retry        retryConfig   // see reconnect.go
+	topicEvery   time.Duration // see topicwatch.go
 }
 
 // defaultRunConfig is the one place the processor's defaults are written.
@@ -55,6 +56,7 @@ func defaultRunConfig() runConfig {
 		storage:    statestore.Default,
 		flush:      DefaultProducerFlush,
 		retry:      retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset},
+		topicEvery: DefaultTopicCheck,
 	}
 }
 
@@ -97,6 +99,9 @@ func (c *runConfig) validate() error {
 	}
 	if err := c.retry.validate(); err != nil {
 		bad("RestartBackoff: %w", err)
+	}
+	if c.topicEvery <= 0 {
+		bad("TopicCheckInterval: must be positive, got %s", c.topicEvery)
 	}
 	return errors.Join(errs...)
 }

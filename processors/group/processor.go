@@ -37,6 +37,7 @@ type Processor struct {
 	health  *health
 	retry   retryConfig
 	m       *metrics
+	topics  *topicWatch // nil with Tester
 }
 
 // gp is the current Goka processor.
@@ -185,6 +186,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	health := newHealth()
 	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
 	var dir string
+	var watch *topicWatch
 	if cfg.tester != nil {
 		popts = append(popts, goka.WithTester(cfg.tester), goka.WithStorageBuilder(indexed(cfg.tester.StorageBuilder())))
 		newEmitter = func() (*goka.Emitter, error) {
@@ -208,6 +210,9 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 			return nil, fmt.Errorf("group %s: state directory: %w", g.name, err)
 		}
 		err = claimStateDir(dir, clusterID)
+		if err == nil {
+			watch, err = newTopicWatch(ctx, cl, g.name, dir, g.decl, cfg.topicEvery, cfg.registerer, g.log)
+		}
 		_ = lock.Release()
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
@@ -264,7 +269,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl, m: m}
+	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl, m: m, topics: watch}
 	if cfg.tester != nil {
 		proc.build = nil // the tester's processor runs once
 	}
@@ -308,6 +313,11 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		defer func() { stopPoll(); <-polled }()
 	}
 	gokaCtx := ctx
+	if p.topics != nil {
+		var stopWatch func()
+		gokaCtx, stopWatch = p.watchTopics(ctx) // canceled when a topic changes under the group
+		defer stopWatch()
+	}
 	if p.timers != nil && p.timers.auto {
 		// The timer driver sends ticks with a producer of its own; it stops
 		// (and flushes) after Goka has.

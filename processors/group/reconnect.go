@@ -110,10 +110,13 @@ func (h *health) endErr() error {
 func (p *Processor) Ready() error {
 	h := p.health
 	h.mu.Lock()
-	fatal, last := h.fatal, h.last
+	fatal, last, end := h.fatal, h.last, h.end
 	h.mu.Unlock()
 	select {
 	case <-h.ended:
+		if end != nil { // the reason outlives Run: a stop on a changed topic says which
+			return fmt.Errorf("group %s: stopped: %w", p.name, end)
+		}
 		return fmt.Errorf("group %s: stopped", p.name)
 	default:
 	}
@@ -158,7 +161,7 @@ func (p *Processor) permanent(err error) error {
 // runGoka runs the current Goka processor and, after an error retrying can
 // fix, a fresh one, until ctx ends (nil) or an error is permanent.
 func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
-	wait := p.retry.min
+	wait := Backoff{First: p.retry.min, Max: p.retry.max}
 	for {
 		started := time.Now()
 		err := p.gp().Run(gokaCtx)
@@ -178,18 +181,18 @@ func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
 			return perr
 		}
 		if time.Since(started) >= p.retry.reset {
-			wait = p.retry.min
+			wait.Reset()
 		}
 		p.health.stopped(err)
 		p.restarts().Inc()
 		for {
-			p.log.Warn("processor stopped on an error retrying can fix; restarting", "err", err, "in", wait)
+			in := wait.Next()
+			p.logRestart(err, in)
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(wait):
+			case <-time.After(in):
 			}
-			wait = min(2*wait, p.retry.max)
 			np, berr := p.build()
 			if berr == nil {
 				p.health.swap(p, np)

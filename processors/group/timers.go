@@ -428,17 +428,22 @@ func (p *Processor) look(ctx context.Context, refill bool) error {
 func (p *Processor) driveTimers(stop <-chan struct{}) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
+	var logs LogLimit // a broker outage fails every look: one line per 10 s
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 			if err := p.FireTimers(context.Background()); err != nil {
-				p.log.Warn("looking for due timers failed; retrying next interval", "err", err)
+				if ok, held := logs.Allow(time.Now()); ok {
+					p.log.Warn("looking for due timers failed; retrying next interval", "err", err, "similar_since_last", held)
+				}
 			}
 		case <-p.timers.idx.wake:
 			if err := p.look(context.Background(), true); err != nil {
-				p.log.Warn("refilling due timers failed; the next look retries", "err", err)
+				if ok, held := logs.Allow(time.Now()); ok {
+					p.log.Warn("refilling due timers failed; the next look retries", "err", err, "similar_since_last", held)
+				}
 			}
 		}
 	}

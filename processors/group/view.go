@@ -40,6 +40,11 @@ type View[M any, PM codecs.Message[M]] struct {
 	// when a partition moves from its initial recovery to catching up forever
 	// (Running → Connecting → Running), though its data stays readable.
 	recovered atomic.Bool
+	// fresh confirms with the broker how current the copy is (viewfresh.go;
+	// nil under the tester).
+	fresh      *freshness
+	cl         cluster.Config
+	freshEvery time.Duration
 }
 
 // viewBackend is what a View reads: Goka's view of every partition or the
@@ -66,12 +71,13 @@ type viewConfig struct {
 	partitions []int32
 	partial    bool
 	lockDir    string // the state directory Run locks (set by storageBuilder)
+	freshEvery time.Duration
 }
 
 // defaultViewConfig is the one place the view's defaults are written: Goka's
 // view of every partition from a broker, in memory. The store's kind, when
 // ViewStorage does not choose it, follows ViewStateDir (storageBuilder).
-func defaultViewConfig() viewConfig { return viewConfig{} }
+func defaultViewConfig() viewConfig { return viewConfig{freshEvery: DefaultViewFreshnessCheck} }
 
 // ViewTester reads from Goka's tester instead of a broker (default: a broker).
 func ViewTester(tt *tester.Tester) ViewOpt { return func(c *viewConfig) { c.tester = tt } }
@@ -184,7 +190,7 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 		if err != nil {
 			return nil, fmt.Errorf("view %s: %w", table, err)
 		}
-		return &View[M, PM]{b: pv, table: table, dir: cfg.lockDir}, nil
+		return &View[M, PM]{b: pv, table: table, dir: cfg.lockDir, fresh: &freshness{}, cl: cl, freshEvery: cfg.freshEvery}, nil
 	}
 	vopts := []goka.ViewOption{goka.WithViewLogger(gokaLogger{l: discardLogger()})}
 	brokers := cl.Brokers
@@ -212,7 +218,11 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", table, err)
 	}
-	return &View[M, PM]{b: gokaView{v}, table: table, dir: cfg.lockDir}, nil
+	view := &View[M, PM]{b: gokaView{v}, table: table, dir: cfg.lockDir}
+	if cfg.tester == nil {
+		view.fresh, view.cl, view.freshEvery = &freshness{}, cl, cfg.freshEvery
+	}
+	return view, nil
 }
 
 // gokaView adapts Goka's view to viewBackend.
@@ -255,6 +265,7 @@ func (v *View[M, PM]) Run(ctx context.Context) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- v.b.Run(inner) }()
+	defer v.runFreshness(inner)() // waited for after the cancel below
 	var err error
 	finished := false
 	select {

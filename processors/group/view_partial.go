@@ -263,12 +263,23 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 	if err := v.markIfRecovered(target); err != nil {
 		return err
 	}
+	wait := Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		fetches := kc.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		v.disconnected.Store(len(fetches.Errors()) > 0 && fetches.NumRecords() == 0)
+		failed := len(fetches.Errors()) > 0 && fetches.NumRecords() == 0
+		v.disconnected.Store(failed)
+		if failed { // the client retries at once: do not spin on a deleted topic
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait.Next()):
+			}
+			continue
+		}
+		wait.Reset()
 		// Retriable errors are retried by the client; a partition with a
 		// fatal one stops advancing and shows in its lag.
 		var aerr error
