@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -36,6 +37,8 @@ type Processor struct {
 	health  *health
 	retry   retryConfig
 	m       *metrics
+	// stopWait bounds the wait for Goka to stop (0: DefaultStopWait).
+	stopWait time.Duration
 }
 
 // gp is the current Goka processor.

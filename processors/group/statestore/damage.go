@@ -137,14 +137,20 @@ func (h *health) markDamaged(cause error) error {
 }
 
 // markUnwritable records that the table's directory refuses writes.
-func (h *health) markUnwritable(cause error) error {
+func (h *health) markUnwritable(cause error) error { return h.setUnwritable(cause, true) }
+
+// setUnwritable is markUnwritable, logging the cause only if logCause (the
+// directory's watch logs once for all its tables).
+func (h *health) setUnwritable(cause error, logCause bool) error {
 	mine := unwritableErr(h.path, cause)
 	h.broken.CompareAndSwap(nil, &mine)
 	// The first error stays; mine is not written again once its address
 	// may be shared (readers load it through h.broken without a lock).
 	err := *h.broken.Load()
 	h.reportBroken.Do(func() {
-		h.cfg.log.Error("state directory cannot be written; stopping", "table", h.path, "err", cause)
+		if logCause {
+			h.cfg.log.Error("state directory cannot be written; stopping", "table", h.path, "err", cause)
+		}
 		if h.cfg.onUnwritable != nil {
 			h.cfg.onUnwritable(err)
 		}
@@ -171,7 +177,7 @@ func (h *health) beforeWrite(n int) error {
 	}
 	if h.watch != nil {
 		if e := h.watch.failed.Load(); e != nil {
-			return h.markUnwritable(*e)
+			return h.setUnwritable(*e, false)
 		}
 	}
 	h.unflushed.Add(int64(n + entryOverhead))

@@ -145,10 +145,12 @@ func (w *dirWatch) loop(stop, done chan struct{}) {
 
 // fail makes err sticky and marks every table.
 func (w *dirWatch) fail(err error, tables []*health) {
-	w.failed.CompareAndSwap(nil, &err)
+	if w.failed.CompareAndSwap(nil, &err) {
+		w.cfg.log.Error("state directory cannot be written; stopping", "dir", w.dir, "tables", len(tables), "err", err)
+	}
 	err = *w.failed.Load()
 	for _, h := range tables {
-		_ = h.markUnwritable(err)
+		_ = h.setUnwritable(err, false)
 	}
 }
 
