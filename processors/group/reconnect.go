@@ -51,7 +51,7 @@ type health struct {
 	changed chan struct{} // closed when the Goka processor is replaced
 	ended   chan struct{} // closed when Run returns
 	end     error
-	last    error // why the last Goka processor stopped (nil: it has not)
+	last    error         // why the last Goka processor stopped (nil: it has not)
 	fatal   error         // a storage error that ends the process
 	fatalc  chan struct{} // closed when fatal is set
 }
