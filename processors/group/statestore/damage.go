@@ -113,6 +113,9 @@ type health struct {
 	sinceProbe   atomic.Int64 // bytes written since the last probe
 	unflushed    atomic.Int64 // bytes written since the table's current log began (with overhead)
 	flushing     atomic.Int64 // bytes of the logs being flushed
+	lastWrite    atomic.Int64 // the watch's clock at the last write (unix ns)
+	idleFlushed  atomic.Int64 // lastWrite when the watch last flushed the table
+	flushIdle    atomic.Pointer[func()]
 }
 
 // probeEvery is how many bytes of writes may go by between two checks, in the
@@ -181,6 +184,9 @@ func (h *health) beforeWrite(n int) error {
 		}
 	}
 	h.unflushed.Add(int64(n + entryOverhead))
+	if h.watch != nil {
+		h.lastWrite.Store(h.watch.clock.Load())
+	}
 	if h.sinceProbe.Add(int64(n)) < probeEvery {
 		return nil
 	}

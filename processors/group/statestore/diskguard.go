@@ -26,6 +26,12 @@ const (
 	fileProbeEvery = time.Second
 )
 
+// idleFlushAfter is how long a table that holds unflushed writes must go
+// without one before the watch flushes it: an idle table then holds its data
+// and an empty log, not the log of everything since its last flush (up to
+// two memtables).
+const idleFlushAfter = 30 * time.Second
+
 // DefaultMinFreeSpace is the free space a builder's directory keeps beyond
 // what its open tables' next flushes need (MinFreeSpace).
 const DefaultMinFreeSpace = 4 << 20
@@ -50,6 +56,8 @@ type dirWatch struct {
 	cfg      config
 	every    time.Duration // 0: watchEvery (tests shorten it)
 	fileWait time.Duration // 0: fileProbeEvery
+	idle     time.Duration // 0: idleFlushAfter
+	clock    atomic.Int64  // unix ns, set at every tick: a write's coarse time
 
 	mu       sync.Mutex
 	tables   map[*health]struct{}
@@ -76,6 +84,7 @@ func (w *dirWatch) add(h *health) error {
 		return unwritableErr(w.dir, err)
 	}
 	h.unflushed.Store(logBytes(h.path)) // an open replays these and flushes them
+	w.clock.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tables := make([]*health, 0, len(w.tables)+1)
@@ -139,6 +148,28 @@ func (w *dirWatch) loop(stop, done chan struct{}) {
 		if err != nil {
 			w.fail(err, tables)
 			return
+		}
+		w.flushIdle(tables)
+	}
+}
+
+// flushIdle flushes the tables that hold unflushed writes and had none for
+// the idle time.
+func (w *dirWatch) flushIdle(tables []*health) {
+	now := time.Now().UnixNano()
+	w.clock.Store(now)
+	idle := w.idle
+	if idle == 0 {
+		idle = idleFlushAfter
+	}
+	for _, h := range tables {
+		last := h.lastWrite.Load()
+		if h.unflushed.Load()+h.flushing.Load() == 0 || now-last < int64(idle) || h.idleFlushed.Load() == last {
+			continue
+		}
+		h.idleFlushed.Store(last) // once per idle spell
+		if f := h.flushIdle.Load(); f != nil {
+			(*f)()
 		}
 	}
 }

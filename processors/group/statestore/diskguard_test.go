@@ -232,3 +232,35 @@ func statBlocks(fi os.FileInfo) (int64, bool) {
 	}
 	return st.Blocks * 512, true
 }
+
+// TestIdleTableIsFlushed: a table that stops being written is flushed by its
+// directory's watch, so its log is empty and what it holds is its data.
+func TestIdleTableIsFlushed(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaults()
+	w := newDirWatch(dir, cfg)
+	w.every, w.idle = 20*time.Millisecond, 300*time.Millisecond
+	st, err := watchedPebbleBuilder(dir, cfg, w)("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	value := []byte(strings.Repeat("v", 300))
+	for i := range 1000 { // 300 KB: one log past the first 256 KB memtable
+		if err := st.Set(fmt.Sprintf("dev-%03d", i%100), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "t.0.pebble")
+	for deadline := time.Now().Add(5 * time.Second); logBytes(path) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			h := st.(*pebbleStore).h
+			t.Fatalf("log of an idle table still %d bytes after 30 s (unflushed %d, flushing %d, last write %d, clock %d)", logBytes(path), h.unflushed.Load(), h.flushing.Load(), h.lastWrite.Load(), w.clock.Load())
+		}
+	}
+	v, err := st.Get("dev-042")
+	if err != nil || string(v) != string(value) {
+		t.Fatalf("after the idle flush: %q, %v", v, err)
+	}
+	t.Logf("idle table: %d KB on disk", diskUsage(t, path)>>10)
+}

@@ -61,6 +61,8 @@ func watchedPebbleBuilder(dir string, cfg config, watch *dirWatch) storage.Build
 		}
 		s := &pebbleStore{db: db, h: h}
 		s.off = newOffsets(s.putOffset, cfg.offsetInterval)
+		flush := s.flushIdle
+		h.flushIdle.Store(&flush)
 		return s, nil
 	}
 }
@@ -92,7 +94,8 @@ func pebbleOptions(cache *pebble.Cache, memTable int, h *health) *pebble.Options
 				}
 			},
 			// A new log starts a new memtable: what the old one holds is
-			// what the coming flush writes.
+			// what a coming flush writes (Pebble flushes the queue of such
+			// memtables when it holds a memtable's size, or when asked).
 			WALCreated: func(pebble.WALCreateInfo) { h.flushing.Add(h.unflushed.Swap(0)) },
 			FlushEnd: func(info pebble.FlushInfo) {
 				if info.Err == nil {
@@ -168,6 +171,8 @@ type pebbleStore struct {
 	closing   sync.Once
 	closeWait time.Duration // 0: pebbleCloseWait
 	closeDB   func() error  // nil: s.closePebble (tests replace it)
+	mu        sync.Mutex    // closed, against the watch's idle flush
+	closed    bool
 }
 
 func (s *pebbleStore) Open() error { return nil }
@@ -198,6 +203,9 @@ func (s *pebbleStore) Close() (err error) {
 }
 
 func (s *pebbleStore) closeAll() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	offErr := s.off.close()
 	if s.h.failed() != nil {
 		offErr = nil // expected: the table refused it
@@ -210,6 +218,22 @@ func (s *pebbleStore) closeAll() error {
 		closeDB = s.closePebble
 	}
 	return errors.Join(offErr, closeDB())
+}
+
+// flushIdle starts a flush of the memtable (the watch calls it for a table
+// that stopped being written).
+func (s *pebbleStore) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.h.failed() != nil {
+		return
+	}
+	var err error
+	defer recoverFatal(s.h, &err)
+	if _, err = s.db.AsyncFlush(); err != nil {
+		err = s.h.classify(err, "pebble idle flush")
+		s.h.cfg.log.Debug("pebble idle flush", "table", s.h.path, "err", err)
+	}
 }
 
 // flush writes the memtable out. Best effort: what it does not write stays
