@@ -111,6 +111,7 @@ type health struct {
 	broken       atomic.Pointer[error] // unwritable
 	reportBroken sync.Once
 	sinceProbe   atomic.Int64 // bytes written since the last probe
+	counted      bool         // the engine reports its logs and flushes (Pebble): unflushed is kept
 	unflushed    atomic.Int64 // bytes written since the table's current log began (with overhead)
 	flushing     atomic.Int64 // bytes of the logs being flushed
 	lastWrite    atomic.Int64 // the watch's clock at the last write (unix ns)
@@ -183,7 +184,9 @@ func (h *health) beforeWrite(n int) error {
 			return h.setUnwritable(*e, false)
 		}
 	}
-	h.unflushed.Add(int64(n + entryOverhead))
+	if h.counted {
+		h.unflushed.Add(int64(n + entryOverhead))
+	}
 	if h.watch != nil {
 		h.lastWrite.Store(h.watch.clock.Load())
 	}

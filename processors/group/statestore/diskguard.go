@@ -83,7 +83,9 @@ func (w *dirWatch) add(h *health) error {
 	if err := os.MkdirAll(w.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return unwritableErr(w.dir, err)
 	}
-	h.unflushed.Store(logBytes(h.path)) // an open replays these and flushes them
+	if h.counted {
+		h.unflushed.Store(logBytes(h.path)) // an open replays these and flushes them
+	}
 	w.clock.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -264,3 +264,33 @@ func TestIdleTableIsFlushed(t *testing.T) {
 	}
 	t.Logf("idle table: %d KB on disk", diskUsage(t, path)>>10)
 }
+
+// TestFullDiskFailsLevelDB: the LevelDB store has the same watch: a disk
+// filled under it fails its writes with ErrUnwritable naming the directory.
+func TestFullDiskFailsLevelDB(t *testing.T) {
+	dir := smallDisk(t, 32)
+	var reported atomic.Int32
+	b, err := Builder(LevelDB, dir, OnUnwritable(func(error) { reported.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 1000 { // 1000 writes: not counted as unflushed (LevelDB reports no flushes)
+		if err := s.Set(fmt.Sprintf("k%d", i%10), []byte(strings.Repeat("v", 200))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillDisk(t, dir, 1<<20)
+	for deadline := time.Now().Add(30 * time.Second); reported.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("LevelDB table not reported unwritable 30 s after the disk filled")
+		}
+	}
+	if err := s.Set("k", []byte("v")); !errors.Is(err, ErrUnwritable) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("write after the disk filled: %v; want ErrUnwritable naming %s", err, dir)
+	}
+}

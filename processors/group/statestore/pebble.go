@@ -47,7 +47,7 @@ func watchedPebbleBuilder(dir string, cfg config, watch *dirWatch) storage.Build
 	cache := pebble.NewCache(cacheBytes) // lives as long as the builder: one per process
 	return func(topic string, partition int32) (storage.Storage, error) {
 		path := tablePath(dir, ".pebble", topic, partition)
-		h := &health{path: path, cfg: cfg, watch: watch}
+		h := &health{path: path, cfg: cfg, watch: watch, counted: true}
 		if err := watch.add(h); err != nil {
 			return nil, fmt.Errorf("opening pebble table %s: %w", path, err)
 		}
