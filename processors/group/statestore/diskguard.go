@@ -61,8 +61,7 @@ type dirWatch struct {
 
 	mu       sync.Mutex
 	tables   map[*health]struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	stop     chan struct{} // closed when the last table is removed
 	lastFile time.Time
 
 	failed     atomic.Pointer[error]
@@ -98,36 +97,30 @@ func (w *dirWatch) add(h *health) error {
 	}
 	w.tables[h] = struct{}{}
 	if len(w.tables) == 1 {
-		w.stop, w.done = make(chan struct{}), make(chan struct{})
-		go w.loop(w.stop, w.done)
+		w.stop = make(chan struct{})
+		go w.loop(w.stop)
 	}
 	return nil
 }
 
-// remove stops watching h; the last table stops the watch.
+// remove stops watching h; the last table stops the watch (without waiting
+// for it: a watch stuck in a wedged table's flush must not hold up Close).
 func (w *dirWatch) remove(h *health) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if _, ok := w.tables[h]; !ok {
-		w.mu.Unlock()
 		return
 	}
 	delete(w.tables, h)
-	var stop, done chan struct{}
 	if len(w.tables) == 0 {
-		stop, done = w.stop, w.done
-	}
-	w.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
+		close(w.stop)
 	}
 }
 
-func (w *dirWatch) loop(stop, done chan struct{}) {
-	defer close(done)
+func (w *dirWatch) loop(stop chan struct{}) {
 	every := w.every
 	if every == 0 {
 		every = watchEvery
