@@ -259,6 +259,14 @@ func TestFullDisk(t *testing.T) {
 		checkCleanStop(t, p, code, disk, "free")
 	})
 
+	t.Run("no byte free at start-up", func(t *testing.T) {
+		disk := smallDisk(t, 16)
+		fillDisk(t, disk, 0)
+		p := startProc(t, "--brokers", brokers, "--state-dir", filepath.Join(disk, "state"))
+		code := p.wait(t, 90*time.Second, "no byte free at start-up")
+		checkCleanStop(t, p, code, disk, "no space left on device")
+	})
+
 	t.Run("while running", func(t *testing.T) {
 		disk := smallDisk(t, 64)
 		p := startProc(t, "--brokers", brokers, "--state-dir", filepath.Join(disk, "state"))
