@@ -31,6 +31,7 @@ var kitMayImport = []string{
 	"github.com/golang/protobuf/proto",
 	"google.golang.org/protobuf",
 	"golang.org/x/sync/errgroup",
+	"golang.org/x/sys/unix", // statfs and access for the state directory watch
 }
 
 // The kit knows nothing of geofencing: each import of each kit package (its

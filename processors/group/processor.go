@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
@@ -38,6 +39,8 @@ type Processor struct {
 	retry   retryConfig
 	m       *metrics
 	topics  *topicWatch // nil with Tester
+	// stopWait bounds the wait for Goka to stop (0: DefaultStopWait).
+	stopWait time.Duration
 }
 
 // gp is the current Goka processor.

@@ -51,12 +51,13 @@ type health struct {
 	changed chan struct{} // closed when the Goka processor is replaced
 	ended   chan struct{} // closed when Run returns
 	end     error
-	last    error // why the last Goka processor stopped (nil: it has not)
-	fatal   error // a storage error that ends the process
+	last    error         // why the last Goka processor stopped (nil: it has not)
+	fatal   error         // a storage error that ends the process
+	fatalc  chan struct{} // closed when fatal is set
 }
 
 func newHealth() *health {
-	return &health{changed: make(chan struct{}), ended: make(chan struct{})}
+	return &health{changed: make(chan struct{}), ended: make(chan struct{}), fatalc: make(chan struct{})}
 }
 
 func (h *health) current(p *Processor) (*goka.Processor, <-chan struct{}) {
@@ -84,7 +85,14 @@ func (h *health) setFatal(err error) {
 	defer h.mu.Unlock()
 	if h.fatal == nil {
 		h.fatal = err
+		close(h.fatalc)
 	}
+}
+
+func (p *Processor) fatalErr() error {
+	p.health.mu.Lock()
+	defer p.health.mu.Unlock()
+	return p.health.fatal
 }
 
 func (h *health) finish(err error) {
@@ -164,15 +172,20 @@ func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
 	wait := Backoff{First: p.retry.min, Max: p.retry.max}
 	for {
 		started := time.Now()
-		err := p.gp().Run(gokaCtx)
+		err := p.runBounded(ctx, gokaCtx, p.gp())
+		// The store's failure first: a stop asked for after it (SIGTERM) is
+		// still not a clean stop.
+		if fatal := p.fatalErr(); fatal != nil { // the store stopped Goka (Stop: Run may return nil)
+			if errors.Is(err, ErrStopTimeout) {
+				return fmt.Errorf("%w: %w (%w)", ErrPermanent, fatal, err)
+			}
+			return fmt.Errorf("%w: %w", ErrPermanent, fatal)
+		}
+		if errors.Is(err, ErrStopTimeout) {
+			return err
+		}
 		if ctx.Err() != nil {
 			return nil
-		}
-		p.health.mu.Lock()
-		fatal := p.health.fatal
-		p.health.mu.Unlock()
-		if fatal != nil { // the store stopped Goka (Stop: Run may return nil)
-			return fmt.Errorf("%w: %w", ErrPermanent, fatal)
 		}
 		if err == nil {
 			return nil // Goka stopped cleanly by itself (Stop)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
@@ -51,7 +52,7 @@ func CheckStateDir(dir, clusterID string) error {
 // cryptic offset error, or silently mix two clusters' state.
 func claimStateDir(dir, clusterID string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return unwritableDir(dir, err)
 	}
 	path := filepath.Join(dir, markerFile)
 	data, err := os.ReadFile(path)
@@ -72,8 +73,17 @@ func claimStateDir(dir, clusterID string) error {
 			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", ErrStateMismatch, dir)
 		}
 		m, _ := json.Marshal(stateMarker{ClusterID: clusterID, Created: time.Now().UTC().Format(time.RFC3339)})
-		return os.WriteFile(path, m, 0o644)
+		if err := os.WriteFile(path, m, 0o644); err != nil {
+			_ = os.Remove(path) // an empty marker would read as unreadable next time
+			return unwritableDir(dir, err)
+		}
+		return nil
 	default:
 		return fmt.Errorf("state directory: %w", err)
 	}
+}
+
+// unwritableDir is err from writing the state directory dir, with the fix.
+func unwritableDir(dir string, err error) error {
+	return fmt.Errorf("%w: %s: %v; make it writable (permissions, free space, a read-write mount) and restart", statestore.ErrUnwritable, dir, err)
 }

@@ -103,10 +103,25 @@ type Binary struct {
 	Modules []Module
 }
 
+// ExitWait is how long Main lets a signalled binary stop before it exits
+// anyway: longer than group.DefaultStopWait, which bounds each processor.
+const ExitWait = group.DefaultStopWait + 5*time.Second
+
 // Main runs the binary with the process's arguments until SIGINT or SIGTERM,
 // and exits: 0 on a clean stop or --help, 2 on a usage error, 1 on failure.
+//
+// After SIGINT or SIGTERM a second signal ends the process at once, and a
+// process still stopping ExitWait after the first exits with 1.
 func Main(b Binary) {
 	ctx, stop := SignalContext()
+	go func() {
+		<-ctx.Done()
+		stop() // the signals' default action again: a second one ends the process
+		time.AfterFunc(ExitWait, func() {
+			fmt.Fprintf(os.Stderr, "%s: still stopping %s after the signal; exiting\n", b.Name, ExitWait)
+			os.Exit(1)
+		})
+	}()
 	err := b.Run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()
 	switch {

@@ -106,29 +106,25 @@ func moveAside(path string, cfg config, cause error) error {
 type health struct {
 	path         string
 	cfg          config
+	watch        *dirWatch // nil: the table's directory is not watched
 	damaged      atomic.Pointer[error]
 	broken       atomic.Pointer[error] // unwritable
 	reportBroken sync.Once
 	sinceProbe   atomic.Int64 // bytes written since the last probe
-	// fileEvery is the least time between two file probes (0: fileProbeEvery).
-	fileEvery  time.Duration
-	lastFile   atomic.Int64 // unix nanoseconds of the last file probe (0: none yet)
-	fileProbes atomic.Int64 // file probes made, for tests
+	counted      bool         // the engine reports its logs and flushes (Pebble): unflushed is kept
+	unflushed    atomic.Int64 // bytes written since the table's current log began (with overhead)
+	flushing     atomic.Int64 // bytes of the logs being flushed
+	lastWrite    atomic.Int64 // the watch's clock at the last write (unix ns)
+	idleFlushed  atomic.Int64 // lastWrite when the watch last flushed the table
+	flushIdle    atomic.Pointer[func()]
 }
 
-// probeEvery is how many bytes of writes may go by between two checks that
-// the directory still takes new files. Pebble creates a new WAL when a
-// memtable fills (256 KB at first, up to MemTableSize), and a failure there
-// is a panic inside Pebble that no recover can catch (it unlocks a mutex it
-// no longer holds: a Go runtime fatal); a probe first turns it into an error.
+// probeEvery is how many bytes of writes may go by between two checks, in the
+// write path, that the table's directory is still writable (access(2): a
+// read-only mount, an immutable directory, lost permissions). The builder's
+// watch checks the same, and free space, every watchEvery whatever is
+// written.
 const probeEvery = 32 << 10
-
-// fileProbeEvery is the least time between two probes that create and remove
-// a file (an inode allocated and freed: tens of µs, a third of a small
-// processor's CPU when it ran every 32 KB). The checks in between ask the
-// kernel whether the directory is writable (access(2): a read-only mount, an
-// immutable directory, lost permissions), which costs no inode.
-const fileProbeEvery = time.Second
 
 // markDamaged records that the table cannot be read and leaves a marker, so
 // the next open (in this process after a restart, or the next one) moves it
@@ -145,14 +141,20 @@ func (h *health) markDamaged(cause error) error {
 }
 
 // markUnwritable records that the table's directory refuses writes.
-func (h *health) markUnwritable(cause error) error {
+func (h *health) markUnwritable(cause error) error { return h.setUnwritable(cause, true) }
+
+// setUnwritable is markUnwritable, logging the cause only if logCause (the
+// directory's watch logs once for all its tables).
+func (h *health) setUnwritable(cause error, logCause bool) error {
 	mine := unwritableErr(h.path, cause)
 	h.broken.CompareAndSwap(nil, &mine)
 	// The first error stays; mine is not written again once its address
 	// may be shared (readers load it through h.broken without a lock).
 	err := *h.broken.Load()
 	h.reportBroken.Do(func() {
-		h.cfg.log.Error("state directory cannot be written; stopping", "table", h.path, "err", cause)
+		if logCause {
+			h.cfg.log.Error("state directory cannot be written; stopping", "table", h.path, "err", cause)
+		}
 		if h.cfg.onUnwritable != nil {
 			h.cfg.onUnwritable(err)
 		}
@@ -171,43 +173,29 @@ func (h *health) failed() error {
 	return nil
 }
 
-// beforeWrite refuses a write once the table failed, and probes the
-// directory after every probeEvery bytes.
+// beforeWrite refuses a write once the table failed or its directory's
+// watch did, and checks the directory after every probeEvery bytes.
 func (h *health) beforeWrite(n int) error {
 	if err := h.failed(); err != nil {
 		return err
+	}
+	if h.watch != nil {
+		if e := h.watch.failed.Load(); e != nil {
+			return h.setUnwritable(*e, false)
+		}
+	}
+	if h.counted {
+		h.unflushed.Add(int64(n + entryOverhead))
+	}
+	if h.watch != nil {
+		h.lastWrite.Store(h.watch.clock.Load())
 	}
 	if h.sinceProbe.Add(int64(n)) < probeEvery {
 		return nil
 	}
 	h.sinceProbe.Store(0)
-	return h.probe()
-}
-
-// probe checks that the table's directory is writable and, at most once per
-// fileProbeEvery, creates and removes a file in it (that also finds what
-// access(2) cannot: no free inodes, a quota).
-func (h *health) probe() error {
 	if err := syscall.Access(h.path, 0x2 /* W_OK */); err != nil {
 		return h.markUnwritable(&fs.PathError{Op: "access", Path: h.path, Err: err})
-	}
-	every := h.fileEvery
-	if every == 0 {
-		every = fileProbeEvery
-	}
-	now := time.Now().UnixNano()
-	if last := h.lastFile.Load(); last != 0 && now-last < int64(every) {
-		return nil
-	}
-	h.lastFile.Store(now)
-	h.fileProbes.Add(1)
-	p := filepath.Join(h.path, ".probe")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err == nil {
-		err = errors.Join(f.Close(), os.Remove(p))
-	}
-	if err != nil {
-		return h.markUnwritable(err)
 	}
 	return nil
 }

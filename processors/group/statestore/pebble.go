@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/lovoo/goka/storage"
 )
 
@@ -18,7 +20,23 @@ const pebbleCacheBytes = 64 << 20
 // pebbleMemTableBytes is the default memtable size of one table.
 const pebbleMemTableBytes = 4 << 20
 
+// pebbleManifestBytes bounds a table's MANIFEST before Pebble rewrites it
+// as a snapshot (Pebble's default is 128 MB: a small table flushing often
+// would keep a log of every flush).
+const pebbleManifestBytes = 1 << 20
+
+// pebbleCloseWait is how long Close waits for Pebble's Close. A Pebble that
+// panicked inside a write can hold a mutex its Close waits on forever; the
+// table is then abandoned, so a process that is stopping does stop.
+const pebbleCloseWait = 5 * time.Second
+
 func pebbleBuilder(dir string, cfg config) storage.Builder {
+	return watchedPebbleBuilder(dir, cfg, newDirWatch(dir, cfg))
+}
+
+// watchedPebbleBuilder is pebbleBuilder with its directory's watch (tests
+// tune it).
+func watchedPebbleBuilder(dir string, cfg config, watch *dirWatch) storage.Builder {
 	cacheBytes, memTable := int64(pebbleCacheBytes), pebbleMemTableBytes
 	if cfg.cache > 0 {
 		cacheBytes = cfg.cache
@@ -29,28 +47,38 @@ func pebbleBuilder(dir string, cfg config) storage.Builder {
 	cache := pebble.NewCache(cacheBytes) // lives as long as the builder: one per process
 	return func(topic string, partition int32) (storage.Storage, error) {
 		path := tablePath(dir, ".pebble", topic, partition)
-		h := &health{path: path, cfg: cfg}
+		h := &health{path: path, cfg: cfg, watch: watch, counted: true}
+		if err := watch.add(h); err != nil {
+			return nil, fmt.Errorf("opening pebble table %s: %w", path, err)
+		}
 		db, err := openTable(path, cfg, func() (db *pebble.DB, err error) {
 			defer recoverFatal(h, &err)
 			return pebble.Open(path, pebbleOptions(cache, memTable, h))
 		})
 		if err != nil {
+			watch.remove(h)
 			return nil, fmt.Errorf("opening pebble table %s: %w", path, err)
 		}
 		s := &pebbleStore{db: db, h: h}
 		s.off = newOffsets(s.putOffset, cfg.offsetInterval)
+		flush := s.flushIdle
+		h.flushIdle.Store(&flush)
 		return s, nil
 	}
 }
 
 // pebbleOptions route Pebble's corruption reports and background errors to
 // h instead of its defaults (DataCorruption calls Logger.Fatalf, a panic in
-// a compaction goroutine nothing can recover).
+// a compaction goroutine nothing can recover), write through guardFS, and
+// count what the table's next flush writes for the directory's watch.
 func pebbleOptions(cache *pebble.Cache, memTable int, h *health) *pebble.Options {
 	return &pebble.Options{
-		Cache:        cache,
-		MemTableSize: uint64(memTable),
-		Logger:       pebbleLogger{l: h.cfg.log, h: h},
+		Cache:               cache,
+		MemTableSize:        uint64(memTable),
+		MaxManifestFileSize: pebbleManifestBytes,
+		FS:                  &guardFS{FS: vfs.Default, h: h},
+		Cleaner:             removeCleaner{},
+		Logger:              pebbleLogger{l: h.cfg.log, h: h},
 		EventListener: &pebble.EventListener{
 			DataCorruption: func(info pebble.DataCorruptionInfo) {
 				_ = h.markDamaged(fmt.Errorf("%s", info))
@@ -63,6 +91,15 @@ func pebbleOptions(cache *pebble.Cache, memTable int, h *health) *pebble.Options
 					_ = h.markDamaged(err)
 				default:
 					h.cfg.log.Error("pebble background error", "table", h.path, "err", err)
+				}
+			},
+			// A new log starts a new memtable: what the old one holds is
+			// what a coming flush writes (Pebble flushes the queue of such
+			// memtables when it holds a memtable's size, or when asked).
+			WALCreated: func(pebble.WALCreateInfo) { h.flushing.Add(h.unflushed.Swap(0)) },
+			FlushEnd: func(info pebble.FlushInfo) {
+				if info.Err == nil {
+					h.flushing.Store(0)
 				}
 			},
 		},
@@ -82,7 +119,9 @@ func recoverFatal(h *health, err *error) {
 		return
 	}
 	cause, ok := r.(fatalPanic)
-	if !ok {
+	if e, isErr := r.(error); !ok && isErr {
+		cause = fatalPanic{fmt.Errorf("pebble panicked: %w", e)} // keep the cause: a full disk is not damage
+	} else if !ok {
 		cause = fatalPanic{fmt.Errorf("pebble panicked: %v", r)}
 	}
 	if unwritable(cause.err) {
@@ -126,29 +165,75 @@ func (s *pebbleStore) putOffset(b []byte) (err error) {
 // pebbleStore is a Goka table in one Pebble database: WAL on, writes not
 // synced (the changelog is the source of truth; see the package doc).
 type pebbleStore struct {
-	db      *pebble.DB
-	h       *health
-	off     *offsets
-	closing sync.Once
+	db        *pebble.DB
+	h         *health
+	off       *offsets
+	closing   sync.Once
+	closeWait time.Duration // 0: pebbleCloseWait
+	closeDB   func() error  // nil: s.closePebble (tests replace it)
+	mu        sync.Mutex    // closed, against the watch's idle flush
+	closed    bool
 }
 
 func (s *pebbleStore) Open() error { return nil }
 
 // Close writes the offset, flushes the memtable with FlushOnClose, and
-// closes the database; only the first call does anything (Pebble panics on a
-// second close).
+// closes the database, giving up after pebbleCloseWait (the table stays
+// open, abandoned: its process is stopping); only the first call does
+// anything (Pebble panics on a second close).
 func (s *pebbleStore) Close() (err error) {
 	s.closing.Do(func() {
-		offErr := s.off.close()
-		if s.h.failed() != nil {
-			offErr = nil // expected: the table refused it
+		defer s.h.watch.remove(s.h)
+		done := make(chan error, 1)
+		go func() { done <- s.closeAll() }()
+		wait := s.closeWait
+		if wait == 0 {
+			wait = pebbleCloseWait
 		}
-		if s.h.cfg.flushOnClose && s.h.failed() == nil {
-			s.flush()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case err = <-done:
+		case <-t.C:
+			err = fmt.Errorf("closing pebble table %s: not done after %s, abandoned (%v)", s.h.path, wait, s.h.failed())
+			s.h.cfg.log.Error("pebble table did not close in time; abandoned", "table", s.h.path, "after", wait)
 		}
-		err = errors.Join(offErr, s.closeDB())
 	})
 	return err
+}
+
+func (s *pebbleStore) closeAll() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	offErr := s.off.close()
+	if s.h.failed() != nil {
+		offErr = nil // expected: the table refused it
+	}
+	if s.h.cfg.flushOnClose && s.h.failed() == nil {
+		s.flush()
+	}
+	closeDB := s.closeDB
+	if closeDB == nil {
+		closeDB = s.closePebble
+	}
+	return errors.Join(offErr, closeDB())
+}
+
+// flushIdle starts a flush of the memtable (the watch calls it for a table
+// that stopped being written).
+func (s *pebbleStore) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.h.failed() != nil {
+		return
+	}
+	var err error
+	defer recoverFatal(s.h, &err)
+	if _, err = s.db.AsyncFlush(); err != nil {
+		err = s.h.classify(err, "pebble idle flush")
+		s.h.cfg.log.Debug("pebble idle flush", "table", s.h.path, "err", err)
+	}
 }
 
 // flush writes the memtable out. Best effort: what it does not write stays
@@ -161,7 +246,7 @@ func (s *pebbleStore) flush() {
 	}
 }
 
-func (s *pebbleStore) closeDB() (err error) {
+func (s *pebbleStore) closePebble() (err error) {
 	defer recoverFatal(s.h, &err)
 	err = s.db.Close()
 	if s.h.failed() != nil {
@@ -325,7 +410,8 @@ func (i *pebbleIter) Release() {
 // internal invariants (and, by default, on corruption: pebbleOptions handles
 // that) and expects it not to return: it marks the table and panics with a
 // fatalPanic, which every store call recovers into an error. A Fatalf in one
-// of Pebble's own goroutines still ends the process.
+// of Pebble's own goroutines still ends the process, except for a disk that
+// refuses writes (see Fatalf).
 type pebbleLogger struct {
 	l *slog.Logger
 	h *health
@@ -343,5 +429,13 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 		}
 	}
 	p.l.Error("pebble fatal", "table", p.h.path, "err", err)
+	if unwritable(err) {
+		// A MANIFEST the disk refused, typically in a flush goroutine: a
+		// panic there ends the process, and Pebble's state is not safe to go
+		// on with. The table is marked (the process stops) and this
+		// goroutine waits for the process to end; Close gives up on it.
+		_ = p.h.markUnwritable(err)
+		select {}
+	}
 	panic(fatalPanic{err})
 }

@@ -7,28 +7,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// TestProbeCostFollowsTime: the directory probe that creates a file runs at
-// most once per interval however many bytes are written (it ran every 32 KB:
-// a third of occupancy's CPU), and a directory that turns unwritable between
-// two file probes is still found by the cheap check before any WAL
-// rotation, naming the path.
+// TestProbeCostFollowsTime: the probe that writes and fsyncs a file runs at
+// most once per interval however many bytes are written (a file probe every
+// 32 KB was a third of occupancy's CPU), and a directory that turns
+// unwritable between two file probes is still found by the cheap check,
+// naming the path.
 func TestProbeCostFollowsTime(t *testing.T) {
 	dir := t.TempDir()
-	b, err := Builder(Pebble, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := b("table", 3)
+	cfg := defaults()
+	w := newDirWatch(dir, cfg)
+	w.fileWait = time.Hour // no second file probe in this test, however slow the machine
+	st, err := watchedPebbleBuilder(dir, cfg, w)("table", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := st.(*pebbleStore)
 	defer s.Close()
-	s.h.fileEvery = time.Hour // no second file probe in this test, however slow the machine
 	value := []byte(strings.Repeat("v", 1000))
 	const n = 10_000 // 10 MB: 300 probes, 10 memtables of 1 MB
 	for i := range n {
@@ -36,7 +35,7 @@ func TestProbeCostFollowsTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := s.h.fileProbes.Load(); got != 1 {
+	if got := w.fileProbes.Load(); got != 1 {
 		t.Fatalf("file probes after %d bytes = %d, want 1 (one per interval)", n*len(value), got)
 	}
 	path := filepath.Join(dir, "table.3.pebble")
@@ -48,7 +47,7 @@ func TestProbeCostFollowsTime(t *testing.T) {
 	if !errors.Is(werr, ErrUnwritable) || !strings.Contains(werr.Error(), path) {
 		t.Fatalf("write to an unwritable table: %v, want ErrUnwritable naming %s", werr, path)
 	}
-	if got := s.h.fileProbes.Load(); got != 1 {
+	if got := w.fileProbes.Load(); got != 1 {
 		t.Fatalf("file probes = %d: the unwritable directory was found by a file probe, not the cheap check", got)
 	}
 }
@@ -68,4 +67,73 @@ func unwritableDir(t *testing.T, dir string) {
 		t.Skipf("root, and chattr +i %s failed (%v: %s): cannot make a directory unwritable here", dir, err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("chattr", "-i", dir).Run() })
+}
+
+// smallDisk mounts a tmpfs of mb MB on a new directory and returns it
+// (unmounted at cleanup), or skips the test saying why it cannot.
+func smallDisk(t *testing.T, mb int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", mb), "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a %d MB tmpfs on %s (%v: %s)", mb, dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+			_ = exec.Command("umount", "-l", dir).Run()
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file in dir until the file system leaves at most leave
+// bytes free, and returns its path.
+func fillDisk(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		free := int64(st.Bavail) * st.Bsize
+		if free <= leave {
+			return p
+		}
+		n := min(int64(len(buf)), free-leave)
+		if _, err := f.Write(buf[:n]); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return p
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestProbeWritesBytes: on a full tmpfs, creating an empty file succeeds (the
+// probe did only that, and found nothing); the probe writes and fsyncs a block
+// and fails.
+func TestProbeWritesBytes(t *testing.T) {
+	dir := smallDisk(t, 4)
+	fillDisk(t, dir, 0)
+	f, err := os.Create(filepath.Join(dir, "empty"))
+	if err != nil {
+		t.Fatalf("creating an empty file on the full tmpfs failed (%v): this test cannot tell the probes apart", err)
+	}
+	_ = f.Close()
+	if err := newDirWatch(dir, defaults()).probeFile(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("probe on a full disk: %v, want ENOSPC", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, probeName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("probe file left behind: %v", err)
+	}
 }

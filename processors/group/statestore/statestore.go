@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -56,6 +57,7 @@ type config struct {
 	memTable       int   // Pebble memtable bytes per table (0: pebbleMemTableBytes)
 	cache          int64 // Pebble block cache bytes per builder (0: pebbleCacheBytes)
 	flushOnClose   bool
+	minFree        int64 // free bytes kept beyond the tables' next flushes
 }
 
 // PebbleMemory sizes Pebble's memory: memTable bytes per table (default 4
@@ -75,6 +77,13 @@ func PebbleMemory(memTable int, cache int64) Opt {
 // ignore it.
 func FlushOnClose() Opt { return func(c *config) { c.flushOnClose = true } }
 
+// MinFreeSpace is the free space (bytes) a Pebble builder's directory must
+// keep beyond what its open tables' next flushes and log writes need
+// (default DefaultMinFreeSpace, 4 MB). Below it every table of the builder
+// fails as unwritable (OnUnwritable: readiness false, the process stops)
+// before Pebble meets a full disk. The other kinds ignore it.
+func MinFreeSpace(bytes int64) Opt { return func(c *config) { c.minFree = bytes } }
+
 // OffsetInterval is how often a changed offset is written (default 1 s; Goka
 // writes it after every message). Longer means fewer writes and a longer
 // replay after a crash; it never affects correctness.
@@ -84,18 +93,22 @@ func OffsetInterval(d time.Duration) Opt { return func(c *config) { c.offsetInte
 func Logger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
 
 func (c *config) validate() error {
+	var errs []error
 	if c.offsetInterval <= 0 {
-		return fmt.Errorf("OffsetInterval: must be positive, got %v", c.offsetInterval)
+		errs = append(errs, fmt.Errorf("OffsetInterval: must be positive, got %v", c.offsetInterval))
 	}
 	if c.memTable < 0 || c.cache < 0 {
-		return fmt.Errorf("PebbleMemory: must not be negative, got memtable %d, cache %d", c.memTable, c.cache)
+		errs = append(errs, fmt.Errorf("PebbleMemory: must not be negative, got memtable %d, cache %d", c.memTable, c.cache))
 	}
-	return nil
+	if c.minFree < 0 {
+		errs = append(errs, fmt.Errorf("MinFreeSpace: must not be negative, got %d", c.minFree))
+	}
+	return errors.Join(errs...)
 }
 
 // defaults is the one place a store's defaults are written.
 func defaults() config {
-	return config{offsetInterval: time.Second, log: slog.New(slog.DiscardHandler)}
+	return config{offsetInterval: time.Second, log: slog.New(slog.DiscardHandler), minFree: DefaultMinFreeSpace}
 }
 
 func newConfig(opts []Opt) (config, error) {
