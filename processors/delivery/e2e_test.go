@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -230,6 +231,28 @@ func TestEndToEndKill9(t *testing.T) {
 	waitFor(t, "every trigger at the healthy and the recovered receiver", 2*time.Minute, func() bool {
 		return hasAll(healthy.ids(), want) && hasAll(flaky.ids(), want)
 	}, dump)
+
+	// /metrics of the running process: per-subscription attempts and the
+	// dead endpoint's open breaker.
+	var metricsURL string
+	for _, l := range strings.Split(a.log.String(), "\n") {
+		if i := strings.Index(l, "url=http://"); i >= 0 && strings.Contains(l, "metrics listening") {
+			metricsURL = strings.Fields(l[i+len("url="):])[0]
+		}
+	}
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatalf("metrics at %q: %v", metricsURL, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, w := range []string{`fencestream_delivery_attempts_total{result="delivered",subscription="flaky"}`,
+		`fencestream_delivery_breaker_open{endpoint="` + strings.TrimSuffix(slow.url(), "/hook") + `"} 1`,
+		`fencestream_delivery_deferred_total{reason="breaker-open"}`} {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
 
 	for name, r := range map[string]*receiver{"healthy": healthy, "flaky": flaky} {
 		if p := r.problems(); len(p) > 0 {
