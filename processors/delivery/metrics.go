@@ -11,13 +11,13 @@ import (
 // metrics are the delivery module's, on the registerer it is given. Labels
 // are subscription ids and endpoint origins: operator-made, so bounded.
 type metrics struct {
-	attempts      *prometheus.CounterVec   // subscription, result
-	dead          *prometheus.CounterVec   // subscription, reason
-	skipped       *prometheus.CounterVec   // reason
-	breakerOpens  *prometheus.CounterVec   // endpoint
-	breakerOpen   *prometheus.GaugeVec     // endpoint
-	pending       *prometheus.GaugeVec     // subscription (status group)
-	lastSuccess   *prometheus.GaugeVec     // subscription (status group)
+	attempts      *prometheus.CounterVec // subscription, result
+	dead          *prometheus.CounterVec // subscription, reason
+	skipped       *prometheus.CounterVec // reason
+	breakerOpens  *prometheus.CounterVec // endpoint
+	breakerOpen   *prometheus.GaugeVec   // endpoint
+	pending       *prometheus.GaugeVec   // subscription (status group)
+	lastSuccess   *prometheus.GaugeVec   // subscription (status group)
 	latency       prometheus.Histogram
 	subscriptions prometheus.Gauge
 	rejected      prometheus.Counter
