@@ -176,12 +176,18 @@ func (s *sender) attempt(ctx context.Context, sub *deliverypb.Subscription, tr *
 	select {
 	case ep.slots <- struct{}{}:
 	default:
-		ep.release(false) // a half-open probe that was not sent
+		ep.release() // a half-open probe that was not sent
 		s.m.skipped.WithLabelValues("concurrency").Inc()
 		return result{skipped: true, notBefore: now.Add(s.cfg.capDelay + rand.N(s.cfg.capDelay))}
 	}
 	defer func() { <-ep.slots }()
 	r := s.post(ctx, sub, tr)
+	if ctx.Err() != nil && !r.ok && !r.gone {
+		// The processor is stopping (or losing the partition): not the
+		// endpoint's failure, and not an attempt.
+		ep.release()
+		return result{skipped: true, notBefore: now}
+	}
 	failed := !r.ok && !r.gone && (r.status == 0 || r.status == http.StatusTooManyRequests || r.status >= 500)
 	if ep.record(failed, s.cfg.now(), s.cfg.breakerFailures, s.cfg.breakerCooldown) {
 		s.m.breakerOpens.WithLabelValues(ep.name).Inc()
@@ -295,7 +301,7 @@ func (e *endpoint) allow(now time.Time) (bool, time.Time) {
 }
 
 // release ends a probe that was not sent.
-func (e *endpoint) release(bool) {
+func (e *endpoint) release() {
 	e.mu.Lock()
 	e.probing = false
 	e.mu.Unlock()
