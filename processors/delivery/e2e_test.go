@@ -279,8 +279,8 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 	healthy.mu.Unlock()
 	t.Logf("healthy: slowest first-phase delivery %s after its produce; slow endpoint called %d times", worst, slow.callCount())
-	if worst > 5*time.Second {
-		t.Errorf("healthy deliveries waited up to %s behind the dead endpoint (want < 5 s)", worst)
+	if worst > 8*time.Second { // 1-2 s measured under load; 29 s with the breaker off
+		t.Errorf("healthy deliveries waited up to %s behind the dead endpoint (want < 8 s)", worst)
 	}
 
 	// The status counts each trigger exactly once, whatever was re-sent.
