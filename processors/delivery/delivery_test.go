@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/delivery/deliverypb"
@@ -30,12 +32,18 @@ func sub(id, url string, fences ...string) *deliverypb.Subscription {
 // processor's wall clock, so retries wait for Advance.
 func start(t *testing.T, subs *delivery.Subscriptions, opts ...delivery.Opt) *grouptest.Harness {
 	t.Helper()
+	return startOn(t, nil, subs, opts...)
+}
+
+// startOn is start with the metrics on reg.
+func startOn(t *testing.T, reg prometheus.Registerer, subs *delivery.Subscriptions, opts ...delivery.Opt) *grouptest.Harness {
+	t.Helper()
 	topo, err := host.Compose(geofence.Topology(), delivery.Module())
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := grouptest.New(t, base.Add(time.Hour))
-	gs, err := delivery.New(topo, nil, nil, append([]delivery.Opt{delivery.WithSubscriptions(subs), delivery.WithClock(h.Now),
+	gs, err := delivery.New(topo, nil, reg, append([]delivery.Opt{delivery.WithSubscriptions(subs), delivery.WithClock(h.Now),
 		delivery.WithBackoff(time.Second, 10*time.Second), delivery.WithAttemptTimeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/delivery/deliverypb"
 	"github.com/fencestream/fencestream/processors/geofence"
@@ -118,4 +120,65 @@ func TestBoundsAndBreaker(t *testing.T) {
 	if n := down.callCount(); n != 3 {
 		t.Fatalf("calls %d after the cooldown, want 3 (one probe)", n)
 	}
+}
+
+// An endpoint's concurrency cap: with a cap of 1, of two subscriptions on
+// one origin attempted together, one request is sent and the other is
+// deferred (not sent, not counted as an attempt), then sent on its timer.
+func TestEndpointConcurrencyCap(t *testing.T) {
+	release := make(chan struct{})
+	slowOK := newReceiver(t, "s3cret-a", func(call int, w http.ResponseWriter) bool {
+		if call == 1 {
+			<-release
+		}
+		return true
+	})
+	subs := delivery.NewSubscriptions()
+	subs.Put(sub("a", slowOK.url()))
+	b := sub("b", slowOK.url()+"/b")
+	b.Secret = "s3cret-a"
+	subs.Put(b)
+	reg := prometheus.NewRegistry()
+	h := startOn(t, reg, subs, delivery.WithEndpointConcurrency(1))
+	go func() {
+		// Hold the first request until the other has been deferred (the
+		// handler returns only once both attempts have).
+		defer close(release)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if deferred(reg) > 0 {
+				return
+			}
+		}
+	}()
+	h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", 1))
+	if n := slowOK.callCount(); n != 1 {
+		t.Fatalf("calls %d with a cap of 1, want 1", n)
+	}
+	st := grouptest.State[deliverypb.DeviceDeliveries](h, delivery.Table, "dev-1")
+	if q := st.GetQueues(); len(q) != 1 || q[0].GetItems()[0].GetAttempts() != 0 {
+		t.Fatalf("queues %v, want one deferred head with no attempt counted", q)
+	}
+	h.Advance(time.Second)
+	h.FireTimers()
+	if got := slowOK.ids(); len(got) != 2 {
+		t.Fatalf("delivered %v, want the trigger to both subscriptions", got)
+	}
+}
+
+// deferred is fencestream_delivery_deferred_total{reason="concurrency"} on reg.
+func deferred(reg *prometheus.Registry) float64 {
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "fencestream_delivery_deferred_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == "concurrency" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
