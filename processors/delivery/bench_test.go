@@ -26,15 +26,23 @@ import (
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
-// BenchmarkDeliveries is the delivery processor (both groups, 6
-// partitions, LevelDB state) draining b.N triggers of 200 devices, already
-// in fence-triggers, to one local receiver that answers 204 at once: one
+// BenchmarkDeliveries is the delivery processor (both groups, the kit's
+// default storage) draining b.N triggers of 200 devices, already in
+// fence-triggers, to one local receiver that answers 204 at once: one
 // HTTP request per trigger, signed. It reports deliveries per second from
-// ready to the last request received.
+// ready to the last request received. A partition attempts one trigger at
+// a time, so the figure grows with the partition count until the CPU is
+// the limit.
 //
 //	go test -run '^$' -bench Deliveries -benchtime 20000x ./processors/delivery/
 func BenchmarkDeliveries(b *testing.B) {
-	const partitions, devices = 6, 200
+	for _, n := range []int32{6, 24} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) { benchDeliveries(b, n) })
+	}
+}
+
+func benchDeliveries(b *testing.B, partitions int32) {
+	const devices = 200
 	var got atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) //nolint:errcheck // a benchmark receiver
