@@ -105,7 +105,6 @@ func (d *deliverer) timer(c *DeviceContext, _ group.Timer) error {
 }
 
 func (d *deliverer) queue(c *DeviceContext, st *deliverypb.DeviceDeliveries, subID string, tr *geofencepb.Trigger) {
-	d.outcome(c, subID, tr, deliverypb.OutcomeKind_OUTCOME_KIND_QUEUED, "", 0, 0)
 	n := 0
 	for _, q := range st.Queues {
 		n += len(q.Items)
@@ -176,6 +175,13 @@ func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) erro
 		}
 	}
 	st.Queues = slices.DeleteFunc(st.Queues, func(q *deliverypb.Queue) bool { return len(q.Items) == 0 })
+	for _, q := range st.Queues {
+		for _, p := range q.Items {
+			if !p.GetCounted() {
+				d.outcome(c, q.GetSubscriptionId(), p, deliverypb.OutcomeKind_OUTCOME_KIND_QUEUED, "", 0)
+			}
+		}
+	}
 	if len(st.Queues) == 0 {
 		c.CancelTimer(retryTimer)
 		c.DeleteState()
@@ -203,7 +209,8 @@ func (d *deliverer) apply(c *DeviceContext, q *deliverypb.Queue, sub *deliverypb
 		return false
 	case r.ok:
 		d.m.attempts.WithLabelValues(sub.GetId(), "delivered").Inc()
-		d.outcome(c, sub.GetId(), head.GetTrigger(), deliverypb.OutcomeKind_OUTCOME_KIND_DELIVERED, "", head.GetAttempts()+1, now.UnixMilli())
+		head.Attempts++
+		d.outcome(c, sub.GetId(), head, deliverypb.OutcomeKind_OUTCOME_KIND_DELIVERED, "", now.UnixMilli())
 		q.Items = q.Items[1:]
 		return true
 	case r.gone:
@@ -223,7 +230,7 @@ func (d *deliverer) apply(c *DeviceContext, q *deliverypb.Queue, sub *deliverypb
 		head.FirstAttemptMs = now.UnixMilli()
 	}
 	d.m.attempts.WithLabelValues(sub.GetId(), "failed").Inc()
-	d.outcome(c, sub.GetId(), head.GetTrigger(), deliverypb.OutcomeKind_OUTCOME_KIND_ATTEMPT_FAILED, r.err, head.GetAttempts(), now.UnixMilli())
+	d.outcome(c, sub.GetId(), head, deliverypb.OutcomeKind_OUTCOME_KIND_ATTEMPT_FAILED, r.err, now.UnixMilli())
 	if int(head.GetAttempts()) >= d.cfg.maxAttempts {
 		d.giveUp(c, sub.GetId(), head, "attempts", r.err)
 		q.Items = q.Items[1:]
@@ -245,12 +252,20 @@ func (d *deliverer) giveUp(c *DeviceContext, subID string, p *deliverypb.Pending
 	d.m.dead.WithLabelValues(subID, reason).Inc()
 	d.dead.Emit(c, c.Key(), &deliverypb.DeadDelivery{SubscriptionId: subID, Trigger: p.GetTrigger(), Reason: reason,
 		Attempts: p.GetAttempts(), LastError: lastErr})
-	d.outcome(c, subID, p.GetTrigger(), deliverypb.OutcomeKind_OUTCOME_KIND_DEAD, reason+": "+lastErr, p.GetAttempts(), d.cfg.now().UnixMilli())
+	d.outcome(c, subID, p, deliverypb.OutcomeKind_OUTCOME_KIND_DEAD, reason+": "+lastErr, d.cfg.now().UnixMilli())
 }
 
-func (d *deliverer) outcome(c *DeviceContext, subID string, tr *geofencepb.Trigger, kind deliverypb.OutcomeKind, errText string, attempts uint32, observed int64) {
-	d.outcomes.Emit(c, subID, &deliverypb.Outcome{SubscriptionId: subID, DeviceId: tr.GetDeviceId(), TriggerId: tr.GetTriggerId(),
-		Kind: kind, Error: clip(errText), Attempts: attempts, ObservedMs: observed, TriggerTimeMs: tr.GetEventTimeMs()})
+// outcome reports what happened to p; its first outcome also counts it as
+// queued (Outcome.queued), so a trigger delivered at once costs one record.
+func (d *deliverer) outcome(c *DeviceContext, subID string, p *deliverypb.Pending, kind deliverypb.OutcomeKind, errText string, observed int64) {
+	tr := p.GetTrigger()
+	o := &deliverypb.Outcome{SubscriptionId: subID, DeviceId: tr.GetDeviceId(), TriggerId: tr.GetTriggerId(),
+		Kind: kind, Error: clip(errText), Attempts: p.GetAttempts(), ObservedMs: observed, TriggerTimeMs: tr.GetEventTimeMs()}
+	if !p.GetCounted() {
+		p.Counted = true
+		o.Queued = kind != deliverypb.OutcomeKind_OUTCOME_KIND_QUEUED
+	}
+	d.outcomes.Emit(c, subID, o)
 }
 
 // applyOutcome adds an outcome to its subscription's status.
@@ -259,6 +274,9 @@ func applyOutcome(c *StatusContext, o *deliverypb.Outcome, m *metrics) error {
 		return fmt.Errorf("outcome of subscription %q under key %q", clip(o.GetSubscriptionId()), clip(c.Key()))
 	}
 	st := cmp.Or(c.State(), &deliverypb.SubscriptionStatus{SubscriptionId: c.Key()})
+	if o.GetQueued() {
+		st.Pending++
+	}
 	switch o.GetKind() {
 	case deliverypb.OutcomeKind_OUTCOME_KIND_QUEUED:
 		st.Pending++

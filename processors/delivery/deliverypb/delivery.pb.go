@@ -215,8 +215,12 @@ type Pending struct {
 	FirstAttemptMs int64  `protobuf:"varint,3,opt,name=first_attempt_ms,json=firstAttemptMs,proto3" json:"first_attempt_ms,omitempty"`
 	NextAttemptMs  int64  `protobuf:"varint,4,opt,name=next_attempt_ms,json=nextAttemptMs,proto3" json:"next_attempt_ms,omitempty"`
 	LastError      string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The status has counted it as pending (an outcome naming it was
+	// written): a trigger delivered in the call that queued it costs one
+	// outcome, not two.
+	Counted       bool `protobuf:"varint,6,opt,name=counted,proto3" json:"counted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pending) Reset() {
@@ -282,6 +286,13 @@ func (x *Pending) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *Pending) GetCounted() bool {
+	if x != nil {
+		return x.Counted
+	}
+	return false
 }
 
 // Queue is a device's pending triggers for one subscription, oldest first:
@@ -397,6 +408,9 @@ type Outcome struct {
 	// endpoint, like a metric; 0 for QUEUED. Event time is trigger_time_ms.
 	ObservedMs    int64 `protobuf:"varint,7,opt,name=observed_ms,json=observedMs,proto3" json:"observed_ms,omitempty"`
 	TriggerTimeMs int64 `protobuf:"varint,8,opt,name=trigger_time_ms,json=triggerTimeMs,proto3" json:"trigger_time_ms,omitempty"`
+	// The trigger is counted as queued by this outcome (pending + 1 before
+	// the kind applies): set on a trigger's first outcome unless it is QUEUED.
+	Queued        bool `protobuf:"varint,9,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +499,13 @@ func (x *Outcome) GetTriggerTimeMs() int64 {
 		return x.TriggerTimeMs
 	}
 	return 0
+}
+
+func (x *Outcome) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 // DeadDelivery is a trigger given up for one subscription. Topic:
@@ -684,19 +705,20 @@ const file_fencestream_delivery_v1_delivery_proto_rawDesc = "" +
 	"\rdevice_groups\x18\x06 \x03(\tR\fdeviceGroups\x121\n" +
 	"\x05types\x18\a \x03(\x0e2\x1b.fencestream.v1.TriggerTypeR\x05types\x12\x18\n" +
 	"\aenabled\x18\b \x01(\bR\aenabled\x12'\n" +
-	"\x0fdisabled_reason\x18\t \x01(\tR\x0edisabledReason\"\xc9\x01\n" +
+	"\x0fdisabled_reason\x18\t \x01(\tR\x0edisabledReason\"\xe3\x01\n" +
 	"\aPending\x121\n" +
 	"\atrigger\x18\x01 \x01(\v2\x17.fencestream.v1.TriggerR\atrigger\x12\x1a\n" +
 	"\battempts\x18\x02 \x01(\rR\battempts\x12(\n" +
 	"\x10first_attempt_ms\x18\x03 \x01(\x03R\x0efirstAttemptMs\x12&\n" +
 	"\x0fnext_attempt_ms\x18\x04 \x01(\x03R\rnextAttemptMs\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x05 \x01(\tR\tlastError\"h\n" +
+	"last_error\x18\x05 \x01(\tR\tlastError\x12\x18\n" +
+	"\acounted\x18\x06 \x01(\bR\acounted\"h\n" +
 	"\x05Queue\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x126\n" +
 	"\x05items\x18\x02 \x03(\v2 .fencestream.delivery.v1.PendingR\x05items\"J\n" +
 	"\x10DeviceDeliveries\x126\n" +
-	"\x06queues\x18\x01 \x03(\v2\x1e.fencestream.delivery.v1.QueueR\x06queues\"\xa3\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1e.fencestream.delivery.v1.QueueR\x06queues\"\xbb\x02\n" +
 	"\aOutcome\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x1b\n" +
 	"\tdevice_id\x18\x02 \x01(\tR\bdeviceId\x12\x1d\n" +
@@ -707,7 +729,8 @@ const file_fencestream_delivery_v1_delivery_proto_rawDesc = "" +
 	"\battempts\x18\x06 \x01(\rR\battempts\x12\x1f\n" +
 	"\vobserved_ms\x18\a \x01(\x03R\n" +
 	"observedMs\x12&\n" +
-	"\x0ftrigger_time_ms\x18\b \x01(\x03R\rtriggerTimeMs\"\xbd\x01\n" +
+	"\x0ftrigger_time_ms\x18\b \x01(\x03R\rtriggerTimeMs\x12\x16\n" +
+	"\x06queued\x18\t \x01(\bR\x06queued\"\xbd\x01\n" +
 	"\fDeadDelivery\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x121\n" +
 	"\atrigger\x18\x02 \x01(\v2\x17.fencestream.v1.TriggerR\atrigger\x12\x16\n" +
