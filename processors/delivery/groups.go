@@ -51,7 +51,9 @@ const retryTimer = "retry"
 
 // maxRounds bounds the attempts of one handler call per queue: a backlog
 // drains round by round (each a request per subscription, in parallel),
-// the rest on the timer, so one call holds its partition for a bounded time.
+// the rest on the timer. Rounds also stop once a call has spent the
+// attempt timeout, so one call holds its partition at most about twice
+// the attempt timeout.
 const maxRounds = 32
 
 // New defines both groups over topo, which must include Declaration (Compose
@@ -132,8 +134,12 @@ func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) erro
 		sub *deliverypb.Subscription
 		r   result
 	}
-	for range maxRounds {
+	began := d.cfg.now()
+	for round := range maxRounds {
 		now := d.cfg.now()
+		if round > 0 && now.Sub(began) >= d.cfg.attemptTimeout {
+			break // the rest is due at once: the timer takes it, other keys go first
+		}
 		var jobs []*job
 		for _, q := range st.Queues {
 			if len(q.Items) == 0 {
