@@ -16,7 +16,10 @@
 // "<unix>.<body>">" keyed by the subscription's secret (Sign, Verify).
 //
 // Where attempts run: in the handler, one per subscription in parallel,
-// each bounded by WithAttemptTimeout; a failure is retried later by the
+// each bounded by WithAttemptTimeout; after a success the queue's next
+// trigger goes at once, for at most 32 rounds or one attempt timeout spent
+// (so a call holds its partition at most about twice the attempt timeout),
+// the rest on the timer. A failure is retried later by the
 // device's wall-clock timer (group timers: stored with the state, so a
 // kill -9 loses no pending attempt). An endpoint (URL origin) has a circuit
 // breaker and a concurrency cap in each process: while its breaker is open,
@@ -42,7 +45,11 @@
 // After WithMaxAttempts failures, or WithMaxAge, a trigger is given up:
 // written to delivery-dead with the reason (attempts, max-age, queue-full,
 // gone, disabled, removed). A 410 Gone disables the subscription (the
-// group writes it back, enabled=false) and gives up its queue.
+// group writes it back, enabled=false) and gives up its queue; the record
+// written is the subscription as this instance held it, so an operator's
+// change to it in the same moment may be overwritten (last writer wins).
+// Fence tags and device groups are refused by Validate until fence
+// metadata exists (a later part of issue 30).
 //
 // Group delivery-status adds the outcomes (delivery-outcomes, keyed by
 // subscription: a declared boundary) up per subscription; the route GET
