@@ -182,3 +182,38 @@ func deferred(reg *prometheus.Registry) float64 {
 	}
 	return 0
 }
+
+// A subscription disabled or removed while triggers wait for it: they are
+// given up with that reason, and its endpoint is not called again.
+func TestDisabledOrRemovedWhilePending(t *testing.T) {
+	down := newReceiver(t, "s3cret-down", func(_ int, w http.ResponseWriter) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return false
+	})
+	subs := delivery.NewSubscriptions()
+	subs.Put(sub("x", down.url()))
+	subs.Put(sub("y", down.url()+"/y"))
+	h := start(t, subs, delivery.WithBreaker(100, time.Minute))
+	h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", 1))
+	h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", 2))
+	calls := down.callCount()
+	off := sub("x", down.url())
+	off.Enabled = false
+	subs.Put(off)
+	subs.Remove("y")
+	h.Advance(time.Minute)
+	h.FireTimers()
+	if n := down.callCount(); n != calls {
+		t.Errorf("endpoint called %d more times after disable and removal", n-calls)
+	}
+	reasons := map[string]int{}
+	for _, r := range grouptest.Drain[deliverypb.DeadDelivery](h, delivery.TopicDead) {
+		reasons[r.Value.GetSubscriptionId()+":"+r.Value.GetReason()]++
+	}
+	if reasons["x:disabled"] != 2 || reasons["y:removed"] != 2 || len(reasons) != 2 {
+		t.Errorf("given up %v, want 2 x:disabled and 2 y:removed", reasons)
+	}
+	if st := grouptest.State[deliverypb.DeviceDeliveries](h, delivery.Table, "dev-1"); st != nil {
+		t.Errorf("state left: %v", st)
+	}
+}
