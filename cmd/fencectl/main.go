@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runSkew(ctx, rest, stdout, stderr)
 	case "fences":
 		return runFences(ctx, rest, stdout, stderr)
+	case "subscriptions":
+		return runSubscriptions(ctx, rest, stdout, stderr)
 	case "sim":
 		return runSim(ctx, rest, stdout, stderr)
 	case "broker":
@@ -83,6 +85,10 @@ Commands:
                       delete fences (tombstones on the fences topic)
   fences list --brokers B
                       list the fences the fences topic holds
+  subscriptions add ID --url URL --secret S [--fence F]... [--type T]... --brokers B
+                      add or replace a webhook subscription (processors/delivery)
+  subscriptions list|disable ID...|rm ID... --brokers B
+                      list, disable or remove webhook subscriptions
   sim --brokers B [--devices N --parked N --rate HZ --noise M --seed S ...]
                       run the seeded fleet simulator, producing pings
   sim misorder [--seed S ...]

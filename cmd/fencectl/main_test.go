@@ -116,6 +116,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"sim", "--brokers", "x:1", "--rate", "0"}, exitUsage, "--rate must be"},
 		{[]string{"sim", "--brokers", "x:1", "--keying", "fence"}, exitUsage, "requires key = device_id"},
 		{[]string{"sim", "--brokers", "x:1", "--keying", "salted"}, exitUsage, "unknown keying"},
+		{[]string{"subscriptions"}, exitUsage, "missing subcommand"},
+		{[]string{"subscriptions", "list"}, exitUsage, "no brokers given"},
+		{[]string{"subscriptions", "add", "--brokers", "x:1"}, exitUsage, "want one subscription ID"},
+		{[]string{"subscriptions", "add", "a", "--brokers", "x:1", "--url", "https://h/x", "--secret", "s", "--type", "park"}, exitUsage, `--type "park"`},
+		{[]string{"subscriptions", "disable", "--brokers", "x:1"}, exitUsage, "missing subscription ID"},
 		{[]string{"broker"}, exitUsage, "--data is required"},
 		{[]string{"broker", "--data", "d", "--listen", "0.0.0.0:9092"}, exitUsage, "127.0.0.1 only"},
 		{[]string{"broker", "--data", "d", "--listen", "9092"}, exitUsage, `--listen "9092"`},
@@ -132,7 +137,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"topology", "describe"}, {"topology", "check"}, {"partition"}, {"skew"},
 		{"fences", "load"}, {"fences", "delete"}, {"fences", "list"}, {"sim"}, {"sim", "misorder"},
-		{"broker"},
+		{"broker"}, {"subscriptions", "add"}, {"subscriptions", "list"}, {"subscriptions", "disable"}, {"subscriptions", "rm"},
 	} {
 		code, out, errs := fencectl(t, append(args, "--help")...)
 		wantCode(t, code, 0, out, errs)

@@ -162,8 +162,11 @@ func pairedEdges(topo *topology.Topology) []pairedEdge {
 	var out []pairedEdge
 	for _, b := range topo.Boundaries {
 		for _, p := range topo.Processors {
-			if p.Group != b.Processor && slices.Contains(p.Streams, b.To) {
-				out = append(out, pairedEdge{topic: b.To, writer: b.Processor, reader: p.Group})
+			e := pairedEdge{topic: b.To, writer: b.Processor, reader: p.Group}
+			// A writer may cross its boundary from several inputs (a
+			// stream and its timers): one edge.
+			if p.Group != b.Processor && slices.Contains(p.Streams, b.To) && !slices.Contains(out, e) {
+				out = append(out, e)
 			}
 		}
 	}

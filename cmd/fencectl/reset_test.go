@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
@@ -214,16 +215,19 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 	}
 }
 
-// TestPairedEdges: of the geofencing topology's boundaries, only
-// occupancy-changes is written by one group for another to stream; the
-// visits' and device stats' outputs are not, so reset never deletes them.
+// TestPairedEdges: of the stock topology's boundaries, only
+// occupancy-changes and delivery-outcomes are written by one group for
+// another to stream (each once, though delivery writes its outcomes from
+// its triggers and its timers); the visits' and device stats' outputs are
+// not, so reset never deletes them.
 func TestPairedEdges(t *testing.T) {
 	topo, err := modules.Topology(24)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := pairedEdges(topo)
-	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy}}
+	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy},
+		{topic: delivery.TopicOutcomes, writer: delivery.Group, reader: delivery.Status}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pairedEdges = %+v, want %+v", got, want)
 	}

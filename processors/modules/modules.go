@@ -11,6 +11,7 @@ package modules
 
 import (
 	"github.com/fencestream/fencestream/processors/debounce"
+	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/devicestats"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
@@ -28,6 +29,7 @@ func All(cat *fences.Shared) []host.Module {
 		occupancy.Module(occupancy.WithFences(cat)),
 		visits.Module(),
 		devicestats.Module(),
+		delivery.Module(),
 	}
 }
 

@@ -230,9 +230,11 @@ func derive(t *topology.Topology, m Module) ([]topology.Processor, error) {
 		}
 		q := procs[i]
 		if len(q.Streams)+len(q.Emits)+len(q.Joins)+len(q.Lookups) > 0 || q.Loop != "" || q.Timers != "" || q.Table != "" {
-			return nil, fmt.Errorf("module %s: group %s's edges are derived from its handlers, so Declares must not list them (Streams, Emits, Table, Loop, Joins, Lookups, Timers); keep only Doc and Flows", m.Name, p.Group)
+			return nil, fmt.Errorf("module %s: group %s's edges are derived from its handlers, so Declares must not list them (Streams, Emits, Table, Loop, Joins, Lookups, Timers); keep only Doc, Flows and Broadcast", m.Name, p.Group)
 		}
-		p.Doc, p.Flows = q.Doc, q.Flows
+		// Broadcast inputs are read outside the group (a follower), so only
+		// Declares can say them.
+		p.Doc, p.Flows, p.Broadcast = q.Doc, q.Flows, q.Broadcast
 		procs[i] = p
 	}
 	return procs, nil

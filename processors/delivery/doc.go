@@ -1,0 +1,60 @@
+// Package delivery posts triggers to webhooks: the first part of issue 30
+// ("Triggers that reach people").
+//
+// A subscription (deliverypb.Subscription: id, URL, secret, filters on fence
+// ids and trigger types, enabled) is a record of the compacted subscriptions
+// topic, written by fencectl subscriptions. Every instance of the delivery
+// group reads that topic whole (like the fence catalogue) and matches each
+// trigger of fence-triggers against it.
+//
+// Group delivery, keyed by device_id like its triggers, keeps per device a
+// queue per subscription (deliverypb.DeviceDeliveries). Only a queue's head
+// is attempted, so one device's triggers reach one subscription in order; a
+// device has at most WithMaxPending triggers queued, more are given up
+// (queue-full). A request is JSON (Payload), with Idempotency-Key = the
+// trigger id and Fencestream-Signature "t=<unix>,v1=<hex HMAC-SHA256 of
+// "<unix>.<body>">" keyed by the subscription's secret (Sign, Verify).
+//
+// Where attempts run: in the handler, one per subscription in parallel,
+// each bounded by WithAttemptTimeout; after a success the queue's next
+// trigger goes at once, for at most 32 rounds or one attempt timeout spent
+// (so a call holds its partition at most about twice the attempt timeout),
+// the rest on the timer. A failure is retried later by the
+// device's wall-clock timer (group timers: stored with the state, so a
+// kill -9 loses no pending attempt). An endpoint (URL origin) has a circuit
+// breaker and a concurrency cap in each process: while its breaker is open,
+// or its cap is reached, its attempts are scheduled, not sent, so a dead
+// endpoint holds a partition at most one attempt timeout per breaker
+// cooldown and delays no other endpoint after that.
+//
+// Which clock: retries wait on the wall clock (group.WallClock timers), not
+// on stream time. They wait for the endpoint to recover, which happens in
+// real time; a partition's stream time stops when its triggers stop, and a
+// retry must not wait for the next trigger. Rule 14 still holds for what is
+// written: the body and the records (outcomes, dead letters) carry the
+// trigger's event time; the wall clock decides only when an attempt runs
+// and whether a trigger is too old (WithMaxAge, from its first attempt).
+// Two wall-clock values are observations, not derived data, and are
+// labelled so: the signature's timestamp (the sending time, for the
+// receiver's replay check) and Outcome.observed_ms (when an attempt was
+// answered, for the status's last success and last error).
+//
+// Delivery is at least once: a crash after a request and before the
+// handler's commit sends it again (same Idempotency-Key). A retry after
+// failures is exponential (WithBackoff) with jitter, at least Retry-After.
+// After WithMaxAttempts failures, or WithMaxAge, a trigger is given up:
+// written to delivery-dead with the reason (attempts, max-age, queue-full,
+// gone, disabled, removed). A 410 Gone disables the subscription (the
+// group writes it back, enabled=false) and gives up its queue; the record
+// written is the subscription as this instance held it, so an operator's
+// change to it in the same moment may be overwritten (last writer wins).
+// Fence tags and device groups are refused by Validate until fence
+// metadata exists (a later part of issue 30).
+//
+// Group delivery-status adds the outcomes (delivery-outcomes, keyed by
+// subscription: a declared boundary) up per subscription; the route GET
+// /v1/subscriptions/{id} serves it (delivered, failed attempts, given up,
+// pending, last success, last error), and the instance holding a
+// subscription's status sets its fencestream_delivery_pending and
+// fencestream_delivery_last_success_timestamp_seconds gauges.
+package delivery
