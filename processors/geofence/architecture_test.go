@@ -27,7 +27,7 @@ var (
 	// appProcessors each run their own consumer groups and talk to each other
 	// only through topics: none imports another (sub-packages, such as a
 	// processor's own schema, belong to it).
-	appProcessors = []string{"processors/debounce", "processors/occupancy", "processors/visits", "processors/devicestats", "processors/transitions"}
+	appProcessors = []string{"processors/debounce", "processors/occupancy", "processors/visits", "processors/devicestats", "processors/transitions", "processors/delivery"}
 
 	// shared is the application's ground floor, which any processor may
 	// import: the contract (topology declaration, trigger ids), the fence
