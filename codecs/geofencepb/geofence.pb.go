@@ -89,6 +89,10 @@ const (
 	TriggerReason_TRIGGER_REASON_TIMEOUT TriggerReason = 2
 	// The fence was deleted from the catalogue while the device was inside.
 	TriggerReason_TRIGGER_REASON_FENCE_DELETED TriggerReason = 3
+	// The device left the fence's groups (its ping no longer names one of
+	// them), or the fence was limited to groups the device is not in, while
+	// the device was inside.
+	TriggerReason_TRIGGER_REASON_GROUP_LEFT TriggerReason = 4
 )
 
 // Enum value maps for TriggerReason.
@@ -98,12 +102,14 @@ var (
 		1: "TRIGGER_REASON_CONFIRMED",
 		2: "TRIGGER_REASON_TIMEOUT",
 		3: "TRIGGER_REASON_FENCE_DELETED",
+		4: "TRIGGER_REASON_GROUP_LEFT",
 	}
 	TriggerReason_value = map[string]int32{
 		"TRIGGER_REASON_UNSPECIFIED":   0,
 		"TRIGGER_REASON_CONFIRMED":     1,
 		"TRIGGER_REASON_TIMEOUT":       2,
 		"TRIGGER_REASON_FENCE_DELETED": 3,
+		"TRIGGER_REASON_GROUP_LEFT":    4,
 	}
 )
 
@@ -199,7 +205,10 @@ type Ping struct {
 	// Event time: when the device took the fix, Unix milliseconds.
 	DeviceTimeMs int64 `protobuf:"varint,7,opt,name=device_time_ms,json=deviceTimeMs,proto3" json:"device_time_ms,omitempty"`
 	// Hybrid logical clock stamped by the producer (see topology/hlc).
-	Hlc           uint64 `protobuf:"varint,8,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	Hlc uint64 `protobuf:"varint,8,opt,name=hlc,proto3" json:"hlc,omitempty"`
+	// The device's groups, set by the producer: the device is measured only
+	// against fences with no groups or with one of these.
+	Groups        []string `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -288,6 +297,13 @@ func (x *Ping) GetHlc() uint64 {
 		return x.Hlc
 	}
 	return 0
+}
+
+func (x *Ping) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
 }
 
 // DebounceSettings overrides the debouncer's defaults for one fence. Zero
@@ -388,8 +404,16 @@ type Fence struct {
 	GeometryGeojson []byte            `protobuf:"bytes,3,opt,name=geometry_geojson,json=geometryGeojson,proto3" json:"geometry_geojson,omitempty"`
 	RadiusM         float64           `protobuf:"fixed64,4,opt,name=radius_m,json=radiusM,proto3" json:"radius_m,omitempty"`
 	Settings        *DebounceSettings `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// GeoJSON properties.tags; carried on the fence's triggers.
+	Tags []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	// The other GeoJSON properties, a JSON object (empty: none), at most
+	// fences.MaxMetadataBytes.
+	MetadataJson []byte `protobuf:"bytes,7,opt,name=metadata_json,json=metadataJson,proto3" json:"metadata_json,omitempty"`
+	// GeoJSON properties.groups: when set, only devices in one of them are
+	// measured against the fence.
+	Groups        []string `protobuf:"bytes,8,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Fence) Reset() {
@@ -457,6 +481,27 @@ func (x *Fence) GetSettings() *DebounceSettings {
 	return nil
 }
 
+func (x *Fence) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *Fence) GetMetadataJson() []byte {
+	if x != nil {
+		return x.MetadataJson
+	}
+	return nil
+}
+
+func (x *Fence) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // Trigger is a debounced transition. Topic: fence-triggers, key = device_id.
 type Trigger struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -473,8 +518,16 @@ type Trigger struct {
 	CatalogueVersion uint64  `protobuf:"varint,8,opt,name=catalogue_version,json=catalogueVersion,proto3" json:"catalogue_version,omitempty"`
 	Lat              float64 `protobuf:"fixed64,9,opt,name=lat,proto3" json:"lat,omitempty"`
 	Lon              float64 `protobuf:"fixed64,10,opt,name=lon,proto3" json:"lon,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The fence's name and tags at catalogue_version, so a receiver needs no
+	// second call (empty for a fence deleted before the trigger). Numbered
+	// from 20 to leave 11-19 to other additions.
+	FenceName string   `protobuf:"bytes,20,opt,name=fence_name,json=fenceName,proto3" json:"fence_name,omitempty"`
+	FenceTags []string `protobuf:"bytes,21,rep,name=fence_tags,json=fenceTags,proto3" json:"fence_tags,omitempty"`
+	// The device's groups from the ping that confirmed the trigger (for a
+	// timeout: from its last ping).
+	DeviceGroups  []string `protobuf:"bytes,22,rep,name=device_groups,json=deviceGroups,proto3" json:"device_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Trigger) Reset() {
@@ -575,6 +628,27 @@ func (x *Trigger) GetLon() float64 {
 		return x.Lon
 	}
 	return 0
+}
+
+func (x *Trigger) GetFenceName() string {
+	if x != nil {
+		return x.FenceName
+	}
+	return ""
+}
+
+func (x *Trigger) GetFenceTags() []string {
+	if x != nil {
+		return x.FenceTags
+	}
+	return nil
+}
+
+func (x *Trigger) GetDeviceGroups() []string {
+	if x != nil {
+		return x.DeviceGroups
+	}
+	return nil
 }
 
 // FenceState is the debounce state machine of one (device, fence).
@@ -699,7 +773,10 @@ type DeviceState struct {
 	// Fences whose phase is not a settled OUTSIDE, sorted by fence_id. A
 	// repeated field rather than a map: a map entry costs about twice as much to
 	// encode and decode, and this message is decoded and encoded on every ping.
-	FenceStates   []*FenceEntry `protobuf:"bytes,12,rep,name=fence_states,json=fenceStates,proto3" json:"fence_states,omitempty"`
+	FenceStates []*FenceEntry `protobuf:"bytes,12,rep,name=fence_states,json=fenceStates,proto3" json:"fence_states,omitempty"`
+	// The groups of the device's last ping (for the triggers the silence
+	// sweep writes). Numbered from 20 to leave 13-19 to other additions.
+	Groups        []string `protobuf:"bytes,20,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -815,6 +892,13 @@ func (x *DeviceState) GetPartition() int32 {
 func (x *DeviceState) GetFenceStates() []*FenceEntry {
 	if x != nil {
 		return x.FenceStates
+	}
+	return nil
+}
+
+func (x *DeviceState) GetGroups() []string {
+	if x != nil {
+		return x.Groups
 	}
 	return nil
 }
@@ -1477,7 +1561,7 @@ var File_fencestream_v1_geofence_proto protoreflect.FileDescriptor
 
 const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\n" +
-	"\x1dfencestream/v1/geofence.proto\x12\x0efencestream.v1\"\xdc\x01\n" +
+	"\x1dfencestream/v1/geofence.proto\x12\x0efencestream.v1\"\xf4\x01\n" +
 	"\x04Ping\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x10\n" +
 	"\x03lat\x18\x02 \x01(\x01R\x03lat\x12\x10\n" +
@@ -1488,7 +1572,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\vheading_deg\x18\x06 \x01(\x01R\n" +
 	"headingDeg\x12$\n" +
 	"\x0edevice_time_ms\x18\a \x01(\x03R\fdeviceTimeMs\x12\x10\n" +
-	"\x03hlc\x18\b \x01(\x04R\x03hlc\"\xdf\x01\n" +
+	"\x03hlc\x18\b \x01(\x04R\x03hlc\x12\x16\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\"\xdf\x01\n" +
 	"\x10DebounceSettings\x12\x1f\n" +
 	"\vmin_samples\x18\x01 \x01(\rR\n" +
 	"minSamples\x12 \n" +
@@ -1497,13 +1582,16 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\fhysteresis_m\x18\x03 \x01(\x01R\vhysteresisM\x12\x1b\n" +
 	"\tloiter_ms\x18\x04 \x01(\x03R\bloiterMs\x12,\n" +
 	"\x12silence_timeout_ms\x18\x05 \x01(\x03R\x10silenceTimeoutMs\x12\x1a\n" +
-	"\bdetector\x18\x06 \x01(\tR\bdetector\"\xba\x01\n" +
+	"\bdetector\x18\x06 \x01(\tR\bdetector\"\x8b\x02\n" +
 	"\x05Fence\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10geometry_geojson\x18\x03 \x01(\fR\x0fgeometryGeojson\x12\x19\n" +
 	"\bradius_m\x18\x04 \x01(\x01R\aradiusM\x12<\n" +
-	"\bsettings\x18\x05 \x01(\v2 .fencestream.v1.DebounceSettingsR\bsettings\"\xcf\x02\n" +
+	"\bsettings\x18\x05 \x01(\v2 .fencestream.v1.DebounceSettingsR\bsettings\x12\x12\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\x12#\n" +
+	"\rmetadata_json\x18\a \x01(\fR\fmetadataJson\x12\x16\n" +
+	"\x06groups\x18\b \x03(\tR\x06groups\"\xb2\x03\n" +
 	"\aTrigger\x12\x1d\n" +
 	"\n" +
 	"trigger_id\x18\x01 \x01(\tR\ttriggerId\x12\x1b\n" +
@@ -1516,7 +1604,12 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11catalogue_version\x18\b \x01(\x04R\x10catalogueVersion\x12\x10\n" +
 	"\x03lat\x18\t \x01(\x01R\x03lat\x12\x10\n" +
 	"\x03lon\x18\n" +
-	" \x01(\x01R\x03lon\"\x96\x02\n" +
+	" \x01(\x01R\x03lon\x12\x1d\n" +
+	"\n" +
+	"fence_name\x18\x14 \x01(\tR\tfenceName\x12\x1d\n" +
+	"\n" +
+	"fence_tags\x18\x15 \x03(\tR\tfenceTags\x12#\n" +
+	"\rdevice_groups\x18\x16 \x03(\tR\fdeviceGroups\"\x96\x02\n" +
 	"\n" +
 	"FenceState\x12+\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x15.fencestream.v1.PhaseR\x05phase\x12,\n" +
@@ -1526,7 +1619,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\vdwell_fired\x18\x05 \x01(\bR\n" +
 	"dwellFired\x12\x1a\n" +
 	"\bevidence\x18\x06 \x01(\x01R\bevidence\x12\x1b\n" +
-	"\tclear_run\x18\a \x01(\rR\bclearRun\"\xa1\x04\n" +
+	"\tclear_run\x18\a \x01(\rR\bclearRun\"\xb9\x04\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12+\n" +
@@ -1541,7 +1634,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11catalogue_version\x18\n" +
 	" \x01(\x04R\x10catalogueVersion\x12\x1c\n" +
 	"\tpartition\x18\v \x01(\x05R\tpartition\x12=\n" +
-	"\ffence_states\x18\f \x03(\v2\x1a.fencestream.v1.FenceEntryR\vfenceStates\x1aU\n" +
+	"\ffence_states\x18\f \x03(\v2\x1a.fencestream.v1.FenceEntryR\vfenceStates\x12\x16\n" +
+	"\x06groups\x18\x14 \x03(\tR\x06groups\x1aU\n" +
 	"\vFencesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
 	"\x05value\x18\x02 \x01(\v2\x1a.fencestream.v1.FenceStateR\x05value:\x028\x01\"Y\n" +
@@ -1614,12 +1708,13 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x18TRIGGER_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TRIGGER_TYPE_ENTER\x10\x01\x12\x15\n" +
 	"\x11TRIGGER_TYPE_EXIT\x10\x02\x12\x16\n" +
-	"\x12TRIGGER_TYPE_DWELL\x10\x03*\x8b\x01\n" +
+	"\x12TRIGGER_TYPE_DWELL\x10\x03*\xaa\x01\n" +
 	"\rTriggerReason\x12\x1e\n" +
 	"\x1aTRIGGER_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRIGGER_REASON_CONFIRMED\x10\x01\x12\x1a\n" +
 	"\x16TRIGGER_REASON_TIMEOUT\x10\x02\x12 \n" +
-	"\x1cTRIGGER_REASON_FENCE_DELETED\x10\x03*S\n" +
+	"\x1cTRIGGER_REASON_FENCE_DELETED\x10\x03\x12\x1d\n" +
+	"\x19TRIGGER_REASON_GROUP_LEFT\x10\x04*S\n" +
 	"\x05Phase\x12\x11\n" +
 	"\rPHASE_OUTSIDE\x10\x00\x12\x12\n" +
 	"\x0ePHASE_ENTERING\x10\x01\x12\x10\n" +

@@ -142,13 +142,17 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 				setFenceState(st, id, nil)
 				out.Changed = true
 				if prev.GetPhase() == geofencepb.Phase_PHASE_INSIDE || prev.GetPhase() == geofencepb.Phase_PHASE_EXITING {
-					out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, p, snap.Version()))
+					out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, nil, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, p, snap.Version()))
 				}
+				continue
+			}
+			if !f.Applies(p.GetGroups()) {
+				leaveGroup(st, &out, &f, prev, p, snap.Version())
 				continue
 			}
 			a.sample.Distance = f.SignedDistance(p.GetLat(), p.GetLon())
 			next, fired := Step(prev, a.sample, Resolved(defaults, &f))
-			record(st, &out, id, prev, next, fired, p, snap.Version())
+			record(st, &out, &f, prev, next, fired, p, snap.Version())
 		}
 	}
 	clear(a.pending)
@@ -160,7 +164,25 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 	st.Pings++
 	st.CatalogueVersion = snap.Version()
 	st.Triggers += uint64(len(out.Triggers))
+	if !slices.Equal(st.Groups, p.GetGroups()) {
+		st.Groups = p.GetGroups()
+		out.Changed = true
+	}
 	return out
+}
+
+// leaveGroup ends the device's state at a fence that no longer applies to
+// it (its ping names none of the fence's groups): EXIT, reason GROUP_LEFT,
+// if it was inside; a candidate ENTER is dropped without a trigger.
+func leaveGroup(st *geofencepb.DeviceState, out *Outcome, f *fences.Fence, prev *geofencepb.FenceState, p *geofencepb.Ping, version uint64) {
+	if prev == nil {
+		return
+	}
+	setFenceState(st, f.ID, nil)
+	out.Changed = true
+	if ph := prev.GetPhase(); ph == geofencepb.Phase_PHASE_INSIDE || ph == geofencepb.Phase_PHASE_EXITING {
+		out.Triggers = append(out.Triggers, trigger(st.DeviceId, f.ID, f, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerReason_TRIGGER_REASON_GROUP_LEFT, p, version))
+	}
 }
 
 // implausible reports whether p lies farther from the device's previous fix
@@ -213,13 +235,18 @@ func (a *applier) step(f *fences.Fence) bool {
 	// Every fence stepped here is marked, including ones that only now got
 	// state, so the sweep over live state below never steps one twice.
 	a.visited = append(a.visited, f.ID)
+	if !f.Applies(a.p.GetGroups()) {
+		leaveGroup(a.st, &a.out, f, prev, a.p, a.snap.Version())
+		return true
+	}
 	a.sample.Distance = f.SignedDistance(a.p.GetLat(), a.p.GetLon())
 	next, fired := Step(prev, a.sample, Resolved(a.defaults, f))
-	record(a.st, &a.out, f.ID, prev, next, fired, a.p, a.snap.Version())
+	record(a.st, &a.out, f, prev, next, fired, a.p, a.snap.Version())
 	return true
 }
 
-func record(st *geofencepb.DeviceState, out *Outcome, id string, prev, next *geofencepb.FenceState, fired []Transition, p *geofencepb.Ping, version uint64) {
+func record(st *geofencepb.DeviceState, out *Outcome, f *fences.Fence, prev, next *geofencepb.FenceState, fired []Transition, p *geofencepb.Ping, version uint64) {
+	id := f.ID
 	if next != prev {
 		out.Changed = true
 		setFenceState(st, id, next)
@@ -228,7 +255,7 @@ func record(st *geofencepb.DeviceState, out *Outcome, id string, prev, next *geo
 		}
 	}
 	for _, t := range fired {
-		out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, t.Type, t.Reason, p, version))
+		out.Triggers = append(out.Triggers, trigger(st.DeviceId, id, f, t.Type, t.Reason, p, version))
 	}
 }
 
@@ -252,8 +279,19 @@ func contains(ids []string, id string) bool {
 	return false
 }
 
-func trigger(device, fence string, typ geofencepb.TriggerType, reason geofencepb.TriggerReason, p *geofencepb.Ping, version uint64) *geofencepb.Trigger {
+// trigger builds one trigger. f is the fence's catalogue entry (nil for a
+// deleted fence): its name and tags, and the ping's groups, are shared, not
+// copied, so a trigger costs one allocation.
+func trigger(device, fence string, f *fences.Fence, typ geofencepb.TriggerType, reason geofencepb.TriggerReason, p *geofencepb.Ping, version uint64) *geofencepb.Trigger {
+	var name string
+	var tags []string
+	if f != nil {
+		name, tags = f.Name, f.Tags
+	}
 	return &geofencepb.Trigger{
+		FenceName:        name,
+		FenceTags:        tags,
+		DeviceGroups:     p.GetGroups(),
 		TriggerId:        geofence.TriggerID(device, fence, typ, p.GetHlc()),
 		DeviceId:         device,
 		FenceId:          fence,
@@ -279,8 +317,11 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 	for _, e := range slices.Clone(st.FenceStates) {
 		id, prev := e.FenceId, e.State
 		cfg := defaults
+		var name string
+		var tags []string
 		if f, ok := snap.Get(id); ok {
 			cfg = Resolved(defaults, &f)
+			name, tags = f.Name, f.Tags
 		}
 		next, t, fired := Timeout(prev, st.LastEventTimeMs, nowMs, cfg)
 		if !fired {
@@ -305,6 +346,9 @@ func Expire(st *geofencepb.DeviceState, nowMs int64, snap *fences.Snapshot, defa
 			CatalogueVersion: snap.Version(),
 			Lat:              st.LastLat,
 			Lon:              st.LastLon,
+			FenceName:        name,
+			FenceTags:        tags,
+			DeviceGroups:     st.Groups,
 		})
 	}
 	st.Triggers += uint64(len(out))

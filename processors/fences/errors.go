@@ -47,6 +47,9 @@ var (
 	// ErrInvalidProperty: a property (name or a debounce setting) has the
 	// wrong type or an out-of-range value.
 	ErrInvalidProperty = errors.New("invalid property")
+	// ErrMetadataTooLarge: a fence's other properties (its metadata) take
+	// more than MaxMetadataBytes as JSON.
+	ErrMetadataTooLarge = errors.New("fence metadata too large")
 	// ErrVersionRegressed: Apply was given a version lower than the
 	// catalogue's current one.
 	ErrVersionRegressed = errors.New("catalogue version regressed")

@@ -1,6 +1,7 @@
 package fences
 
 import (
+	"encoding/json"
 	"math"
 	"time"
 	"unicode/utf8"
@@ -11,6 +12,65 @@ import (
 // MaxIDBytes is the longest fence id accepted: ids are Kafka keys of the
 // fences topic and fence-keyed streams, and share the project's key limit.
 const MaxIDBytes = 255
+
+// Limits of a fence's properties. Metadata is copied into every catalogue
+// snapshot and every fenceview answer, so it is bounded; a larger one is
+// refused, and with it the whole file, like invalid GeoJSON.
+const (
+	// MaxMetadataBytes bounds Fence.Metadata, the other properties as
+	// compact JSON.
+	MaxMetadataBytes = 4096
+	// MaxLabels bounds the tags, and the groups, of one fence.
+	MaxLabels = 64
+	// MaxLabelBytes bounds one tag or group.
+	MaxLabelBytes = 128
+)
+
+// Applies reports whether a device in groups is measured against the
+// fence: always for a fence without groups, otherwise when the two share
+// a group. Fences without groups pay one length test.
+func (f *Fence) Applies(groups []string) bool {
+	if len(f.Groups) == 0 {
+		return true
+	}
+	for _, g := range groups {
+		for _, h := range f.Groups {
+			if g == h {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validateLabels checks tags or groups: at most MaxLabels non-empty UTF-8
+// strings of at most MaxLabelBytes each.
+func validateLabels(what string, ls []string) error {
+	if len(ls) > MaxLabels {
+		return errorf(ErrInvalidProperty, "%s has %d entries, limit %d", what, len(ls), MaxLabels)
+	}
+	for _, l := range ls {
+		if l == "" || len(l) > MaxLabelBytes || !utf8.ValidString(l) {
+			return errorf(ErrInvalidProperty, "%s entry must be 1-%d bytes of UTF-8, got %d bytes", what, MaxLabelBytes, len(l))
+		}
+	}
+	return nil
+}
+
+// validateMetadata checks Fence.Metadata: empty, or a JSON object of at
+// most MaxMetadataBytes.
+func validateMetadata(m []byte) error {
+	if len(m) == 0 {
+		return nil
+	}
+	if len(m) > MaxMetadataBytes {
+		return errorf(ErrMetadataTooLarge, "metadata (the properties other than id, name, radius_m, tags, groups and the settings) is %d bytes as JSON, limit %d", len(m), MaxMetadataBytes)
+	}
+	if m[0] != '{' || !json.Valid(m) {
+		return errorf(ErrInvalidProperty, "metadata is not a JSON object")
+	}
+	return nil
+}
 
 // Settings overrides the debouncer's defaults for one fence. A zero field
 // means "use the default".
@@ -72,6 +132,14 @@ type Fence struct {
 	// RadiusM is the circle's radius in metres; zero for polygons.
 	RadiusM  float64
 	Settings Settings
+	// Tags are GeoJSON properties.tags, carried on the fence's triggers.
+	Tags []string
+	// Groups are GeoJSON properties.groups: when non-empty, only a device
+	// in one of them (see Applies) is measured against the fence.
+	Groups []string
+	// Metadata is the fence's other GeoJSON properties as a JSON object
+	// (nil: none), at most MaxMetadataBytes.
+	Metadata []byte
 
 	// Fences are not comparable (== on the geometry slices would panic at
 	// run time); compare IDs instead.
@@ -106,6 +174,15 @@ func (f *Fence) validate(index int) error {
 		return fail(errorf(ErrInvalidProperty, "name is not valid UTF-8"))
 	}
 	if err := f.Settings.validate(); err != nil {
+		return fail(err)
+	}
+	if err := validateLabels("tags", f.Tags); err != nil {
+		return fail(err)
+	}
+	if err := validateLabels("groups", f.Groups); err != nil {
+		return fail(err)
+	}
+	if err := validateMetadata(f.Metadata); err != nil {
 		return fail(err)
 	}
 	geo, err := compile(f.Geometry, f.RadiusM)

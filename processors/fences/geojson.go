@@ -25,8 +25,10 @@ const maxSettingSeconds = 1e9
 // properties.id (a string valid as a Kafka key, unique in the file), may
 // have name, radius_m (required > 0 for Point circles, absent for polygons)
 // and the debounce settings min_samples, min_dwell_s, hysteresis_m,
-// loiter_s, silence_timeout_s and detector ("sprt" or "strict"); other
-// properties are ignored. Geometry is
+// loiter_s, silence_timeout_s and detector ("sprt" or "strict"), tags and
+// groups (lists of strings; see Fence); every other property is kept as the
+// fence's Metadata, a JSON object of at most MaxMetadataBytes (a larger one
+// is an error, ErrMetadataTooLarge). Geometry is
 // Polygon, MultiPolygon or Point (circle). The file is accepted whole or
 // rejected whole: on error no fence is returned and the error lists every
 // bad feature (up to 20) as a *FenceError, joined with errors.Join.
@@ -202,7 +204,58 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 			return errorf(ErrInvalidProperty, "properties.detector must be a string, got %s", raw)
 		}
 	}
-	return nil
+	for _, l := range []struct {
+		key string
+		dst *[]string
+	}{{"tags", &f.Tags}, {"groups", &f.Groups}} {
+		if raw, ok := props[l.key]; ok && !isNull(raw) {
+			if err := json.Unmarshal(raw, l.dst); err != nil {
+				return errorf(ErrInvalidProperty, "properties.%s must be a list of strings, got %s", l.key, clipJSON(raw))
+			}
+			if len(*l.dst) == 0 {
+				*l.dst = nil
+			}
+		}
+	}
+	return parseMetadata(props, f)
+}
+
+// knownProperties are the properties a Fence has fields for; the others
+// are its Metadata.
+var knownProperties = map[string]bool{
+	"id": true, "name": true, "radius_m": true, "min_samples": true, "hysteresis_m": true,
+	"min_dwell_s": true, "loiter_s": true, "silence_timeout_s": true, "detector": true,
+	"tags": true, "groups": true,
+}
+
+// parseMetadata gathers the other properties into f.Metadata as compact
+// JSON with sorted keys (encoding/json sorts a map's), so equal properties
+// give equal bytes.
+func parseMetadata(props map[string]json.RawMessage, f *Fence) error {
+	other := make(map[string]json.RawMessage)
+	for k, v := range props {
+		if !knownProperties[k] {
+			other[k] = v
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	m, err := json.Marshal(other) // compacts each value
+	if err != nil {
+		return errorf(ErrInvalidProperty, "properties: %v", err)
+	}
+	f.Metadata = m
+	return validateMetadata(m)
+}
+
+// clipJSON bounds what an error quotes of a property.
+func clipJSON(raw json.RawMessage) string {
+	const n = 100
+	if len(raw) <= n {
+		return string(raw)
+	}
+	return string(raw[:n]) + "…"
 }
 
 func toPoint(pos []float64) (orb.Point, error) {
@@ -295,7 +348,10 @@ func FenceFromProto(p *geofencepb.Fence) (Fence, error) {
 	if p == nil {
 		return Fence{}, &FenceError{Index: -1, Err: fmt.Errorf("nil fence: %w", ErrMissingID)}
 	}
-	f := Fence{ID: p.GetFenceId(), Name: p.GetName(), RadiusM: p.GetRadiusM()}
+	f := Fence{ID: p.GetFenceId(), Name: p.GetName(), RadiusM: p.GetRadiusM(), Tags: p.GetTags(), Groups: p.GetGroups(), Metadata: p.GetMetadataJson()}
+	if len(f.Metadata) == 0 {
+		f.Metadata = nil
+	}
 	fail := func(err error) (Fence, error) { return Fence{}, &FenceError{Index: -1, ID: f.ID, Err: err} }
 	if s := p.GetSettings(); s != nil {
 		for _, ms := range []int64{s.GetMinDwellMs(), s.GetLoiterMs(), s.GetSilenceTimeoutMs()} {
@@ -344,6 +400,9 @@ func (f *Fence) ToProto() (*geofencepb.Fence, error) {
 		Name:            f.Name,
 		GeometryGeojson: AppendGeoJSON(nil, f.Geometry),
 		RadiusM:         f.RadiusM,
+		Tags:            f.Tags,
+		Groups:          f.Groups,
+		MetadataJson:    f.Metadata,
 	}
 	if !f.Settings.IsZero() {
 		p.Settings = &geofencepb.DebounceSettings{
