@@ -77,6 +77,11 @@ type FenceDetail struct {
 	// Settings are the fence's effective debounce settings (absent when
 	// it is not in the catalogue).
 	Settings *SettingsJSON `json:"settings,omitempty"`
+	// Tags, Groups and Metadata (the fence's other GeoJSON properties, a
+	// JSON object) are the catalogue's; absent when empty.
+	Tags     []string        `json:"tags,omitempty"`
+	Groups   []string        `json:"groups,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// CatalogueVersion is the version this server's catalogue is at;
 	// OccupancyCatalogueVersion the one the last occupancy change saw.
 	CatalogueVersion          uint64 `json:"catalogue_version"`
@@ -336,6 +341,7 @@ func (s *Server) handleFence(w http.ResponseWriter, r *http.Request) {
 	if inCat {
 		d.FenceSummary = *fenceSummary(&fence, occ, true)
 		d.Settings = effectiveSettings(s.cfg.defaults, &fence)
+		d.Tags, d.Groups, d.Metadata = fence.Tags, fence.Groups, fence.Metadata
 	} else {
 		d.ID = id
 		fillOccupancy(&d.FenceSummary, occ)
