@@ -53,18 +53,21 @@ func (l *commaList) Set(v string) error {
 }
 
 func runSubscriptionsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("subscriptions add", "subscriptions add ID --url URL --secret S [--fence F]... [--type enter,exit,dwell] --brokers B",
+	c := newCommand("subscriptions add", "subscriptions add ID --url URL --secret S [--fence F]... [--tag T]... [--group G]... [--type enter,exit,dwell] --brokers B",
 		`Adds (or replaces) a webhook subscription: the delivery processor posts each matching
 trigger to URL as JSON, signed with the secret (Fencestream-Signature: t=<unix>,v1=<hex
 HMAC-SHA256 of "<unix>.<body>">), with the trigger id as Idempotency-Key. An empty filter
-matches every trigger. Fence tags and device groups need fence metadata, which does not
-exist yet.`)
+matches every trigger; a trigger matches when it passes every filter given, and a filter
+of several values when it matches one of them (--tag: the fence carries the tag; --group:
+the device's ping named the group).`)
 	var kf kafkaFlags
 	kf.register(c.fs)
 	url := c.fs.String("url", "", "http:// or https:// endpoint")
 	secret := c.fs.String("secret", "", "signing secret")
-	var fences, types commaList
+	var fences, types, tags, groups commaList
 	c.fs.Var(&fences, "fence", "fence id to match (repeatable, or comma-separated)")
+	c.fs.Var(&tags, "tag", "fence tag to match (repeatable, or comma-separated)")
+	c.fs.Var(&groups, "group", "device group to match (repeatable, or comma-separated)")
 	c.fs.Var(&types, "type", "trigger types to match: enter, exit, dwell (repeatable, or comma-separated)")
 	disabled := c.fs.Bool("disabled", false, "add it disabled")
 	pos, code, ok := c.parse(args, stdout, stderr)
@@ -77,7 +80,7 @@ exist yet.`)
 	if err := kf.validate(); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	sub := &deliverypb.Subscription{Id: pos[0], Url: *url, Secret: *secret, FenceIds: fences, Enabled: !*disabled}
+	sub := &deliverypb.Subscription{Id: pos[0], Url: *url, Secret: *secret, FenceIds: fences, FenceTags: tags, DeviceGroups: groups, Enabled: !*disabled}
 	for _, t := range types {
 		v, ok := pb.TriggerType_value["TRIGGER_TYPE_"+strings.ToUpper(t)]
 		if !ok {
@@ -162,13 +165,13 @@ func runSubscriptionsList(ctx context.Context, args []string, stdout, stderr io.
 		return c.fail(stderr, err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tENABLED\tURL\tFENCES\tTYPES\tNOTE")
+	fmt.Fprintln(tw, "ID\tENABLED\tURL\tFENCES\tTAGS\tGROUPS\tTYPES\tNOTE")
 	for _, s := range subs {
 		var types []string
 		for _, t := range s.GetTypes() {
 			types = append(types, strings.ToLower(strings.TrimPrefix(t.String(), "TRIGGER_TYPE_")))
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnabled(), s.GetUrl(), orAll(s.GetFenceIds()), orAll(types), s.GetDisabledReason())
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetEnabled(), s.GetUrl(), orAll(s.GetFenceIds()), orAll(s.GetFenceTags()), orAll(s.GetDeviceGroups()), orAll(types), s.GetDisabledReason())
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d subscriptions\n", len(subs))

@@ -14,7 +14,7 @@ func TestSubscriptions(t *testing.T) {
 	}
 	addr := withTopology(t, 3)
 	code, out, errs := fencectl(t, "subscriptions", "add", "hooks-a", "--url", "https://example.test/hook", "--secret", "top-secret",
-		"--fence", "depot,yard", "--type", "enter", "--type", "exit", "--brokers", addr)
+		"--fence", "depot,yard", "--type", "enter", "--type", "exit", "--tag", "loading,north", "--group", "fleet-a", "--brokers", addr)
 	wantCode(t, code, 0, out, errs)
 	code, out, errs = fencectl(t, "subscriptions", "add", "hooks-b", "--url", "http://127.0.0.1:9/x", "--secret", "s", "--brokers", addr)
 	wantCode(t, code, 0, out, errs)
@@ -31,7 +31,7 @@ func TestSubscriptions(t *testing.T) {
 
 	code, out, errs = fencectl(t, "subscriptions", "list", "--brokers", addr)
 	wantCode(t, code, 0, out, errs)
-	for _, w := range []string{"hooks-a", "true", "https://example.test/hook", "depot,yard", "enter,exit", "hooks-b", "2 subscriptions"} {
+	for _, w := range []string{"hooks-a", "true", "https://example.test/hook", "depot,yard", "loading,north", "fleet-a", "enter,exit", "hooks-b", "2 subscriptions"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("list lacks %q:\n%s", w, out)
 		}

@@ -48,8 +48,10 @@
 // group writes it back, enabled=false) and gives up its queue; the record
 // written is the subscription as this instance held it, so an operator's
 // change to it in the same moment may be overwritten (last writer wins).
-// Fence tags and device groups are refused by Validate until fence
-// metadata exists (a later part of issue 30).
+// A subscription's fence_tags filter matches a trigger whose fence_tags
+// (the fence's, at the trigger's catalogue version) hold one of them; its
+// device_groups filter one whose device_groups (from the device's ping)
+// hold one of them.
 //
 // Group delivery-status adds the outcomes (delivery-outcomes, keyed by
 // subscription: a declared boundary) up per subscription; the route GET

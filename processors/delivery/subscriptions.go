@@ -25,9 +25,13 @@ const MaxIDBytes = 128
 // ErrInvalidSubscription is wrapped by Validate's errors.
 var ErrInvalidSubscription = errors.New("invalid subscription")
 
+// MaxLabelBytes bounds one fence tag or device group a subscription filters
+// on: fences.MaxLabelBytes, so a longer one could never match.
+const MaxLabelBytes = 128
+
 // Validate checks a subscription record: an id, an http(s) URL with a host,
-// a secret, known trigger types. Fence tags and device groups are refused
-// until fence metadata exists (a later part of issue 30).
+// a secret, known trigger types, fence tags and device groups of 1 to
+// MaxLabelBytes bytes of UTF-8.
 func Validate(s *deliverypb.Subscription) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -45,8 +49,15 @@ func Validate(s *deliverypb.Subscription) error {
 			bad("unknown trigger type %v", t)
 		}
 	}
-	if len(s.GetFenceTags())+len(s.GetDeviceGroups()) > 0 {
-		bad("fence tags and device groups need fence metadata, which fencestream does not have yet")
+	for _, l := range []struct {
+		what string
+		ls   []string
+	}{{"fence tag", s.GetFenceTags()}, {"device group", s.GetDeviceGroups()}} {
+		for _, v := range l.ls {
+			if v == "" || len(v) > MaxLabelBytes || !utf8.ValidString(v) {
+				bad("%s must be 1-%d bytes of UTF-8, got %q", l.what, MaxLabelBytes, clip(v))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidSubscription, errors.Join(errs...))
@@ -55,10 +66,14 @@ func Validate(s *deliverypb.Subscription) error {
 }
 
 // Matches reports whether tr passes every non-empty filter of s (enabled or
-// not). A subscription naming fence tags or device groups matches nothing
-// until fence metadata exists.
+// not): its fence is one of fence_ids, its type one of types, its fence
+// carries one of fence_tags (the trigger's fence_tags) and its device is in
+// one of device_groups (the trigger's device_groups).
 func Matches(s *deliverypb.Subscription, tr *geofencepb.Trigger) bool {
-	if len(s.GetFenceTags())+len(s.GetDeviceGroups()) > 0 {
+	if f := s.GetFenceTags(); len(f) > 0 && !shareOne(f, tr.GetFenceTags()) {
+		return false
+	}
+	if f := s.GetDeviceGroups(); len(f) > 0 && !shareOne(f, tr.GetDeviceGroups()) {
 		return false
 	}
 	if f := s.GetFenceIds(); len(f) > 0 && !slices.Contains(f, tr.GetFenceId()) {
@@ -68,6 +83,17 @@ func Matches(s *deliverypb.Subscription, tr *geofencepb.Trigger) bool {
 		return false
 	}
 	return true
+}
+
+// shareOne reports whether a and b have an element in common (both are a
+// few entries long).
+func shareOne(a, b []string) bool {
+	for _, v := range a {
+		if slices.Contains(b, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // Subscriptions is the subscriptions topic as every delivery instance holds

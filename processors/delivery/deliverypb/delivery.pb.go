@@ -98,8 +98,8 @@ type Subscription struct {
 	// Filters; an empty filter matches everything. A trigger matches when it
 	// passes every non-empty filter.
 	FenceIds []string `protobuf:"bytes,4,rep,name=fence_ids,json=fenceIds,proto3" json:"fence_ids,omitempty"`
-	// Fence tags and device groups need fence metadata (a later part of issue
-	// 30): until then a subscription that names any matches nothing.
+	// A trigger passes fence_tags when its fence_tags hold one of them, and
+	// device_groups when its device_groups hold one of them.
 	FenceTags    []string                 `protobuf:"bytes,5,rep,name=fence_tags,json=fenceTags,proto3" json:"fence_tags,omitempty"`
 	DeviceGroups []string                 `protobuf:"bytes,6,rep,name=device_groups,json=deviceGroups,proto3" json:"device_groups,omitempty"`
 	Types        []geofencepb.TriggerType `protobuf:"varint,7,rep,packed,name=types,proto3,enum=fencestream.v1.TriggerType" json:"types,omitempty"`
