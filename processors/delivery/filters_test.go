@@ -67,3 +67,17 @@ func TestValidateTagsAndGroups(t *testing.T) {
 		t.Fatalf("bad tag and group: %v", err)
 	}
 }
+
+// The body a subscription receives carries the fence's name and tags and the
+// device's groups, so the receiver needs no second call.
+func TestBodyCarriesFenceMetadata(t *testing.T) {
+	b, err := delivery.Body("s", &geofencepb.Trigger{TriggerId: "t", FenceId: "depot", FenceName: "Depot", FenceTags: []string{"north"}, DeviceGroups: []string{"fleet-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"fence_name":"Depot"`, `"fence_tags":["north"]`, `"device_groups":["fleet-a"]`} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("body lacks %s: %s", w, b)
+		}
+	}
+}

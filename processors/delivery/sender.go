@@ -44,6 +44,11 @@ type Payload struct {
 	CatalogueVersion uint64  `json:"catalogue_version"`
 	Lat              float64 `json:"lat"`
 	Lon              float64 `json:"lon"`
+	// The fence's name and tags at catalogue_version, and the device's
+	// groups from its ping: what the subscription's filters matched on.
+	FenceName    string   `json:"fence_name,omitempty"`
+	FenceTags    []string `json:"fence_tags,omitempty"`
+	DeviceGroups []string `json:"device_groups,omitempty"`
 }
 
 // Body is the JSON a subscription receives for a trigger.
@@ -54,6 +59,7 @@ func Body(subID string, tr *geofencepb.Trigger) ([]byte, error) {
 		Reason:    strings.TrimPrefix(tr.GetReason().String(), "TRIGGER_REASON_"),
 		EventTime: time.UnixMilli(tr.GetEventTimeMs()).UTC().Format(time.RFC3339Nano), EventTimeMs: tr.GetEventTimeMs(),
 		HLC: tr.GetHlc(), CatalogueVersion: tr.GetCatalogueVersion(), Lat: tr.GetLat(), Lon: tr.GetLon(),
+		FenceName: tr.GetFenceName(), FenceTags: tr.GetFenceTags(), DeviceGroups: tr.GetDeviceGroups(),
 	})
 }
 

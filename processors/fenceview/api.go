@@ -134,15 +134,19 @@ type TriggerJSON struct {
 	TriggerID string `json:"trigger_id"`
 	DeviceID  string `json:"device_id"`
 	FenceID   string `json:"fence_id"`
-	// Type is ENTER, EXIT or DWELL; Reason CONFIRMED, TIMEOUT or FENCE_DELETED.
-	Type             string  `json:"type"`
-	Reason           string  `json:"reason"`
-	EventTimeMs      int64   `json:"event_time_ms"`
-	EventTime        string  `json:"event_time,omitempty"`
-	HLC              uint64  `json:"hlc"`
-	CatalogueVersion uint64  `json:"catalogue_version"`
-	Lat              float64 `json:"lat"`
-	Lon              float64 `json:"lon"`
+	// Type is ENTER, EXIT or DWELL; Reason CONFIRMED, TIMEOUT,
+	// FENCE_DELETED or GROUP_LEFT.
+	Type             string   `json:"type"`
+	Reason           string   `json:"reason"`
+	EventTimeMs      int64    `json:"event_time_ms"`
+	EventTime        string   `json:"event_time,omitempty"`
+	HLC              uint64   `json:"hlc"`
+	CatalogueVersion uint64   `json:"catalogue_version"`
+	Lat              float64  `json:"lat"`
+	Lon              float64  `json:"lon"`
+	FenceName        string   `json:"fence_name,omitempty"`
+	FenceTags        []string `json:"fence_tags,omitempty"`
+	DeviceGroups     []string `json:"device_groups,omitempty"`
 }
 
 // PartitionAnswer is the body of GET /v1/partition.
@@ -486,6 +490,7 @@ func TriggerToJSON(t *geofencepb.Trigger) TriggerJSON {
 		HLC:              t.GetHlc(),
 		CatalogueVersion: t.GetCatalogueVersion(),
 		Lat:              t.GetLat(), Lon: t.GetLon(),
+		FenceName: t.GetFenceName(), FenceTags: t.GetFenceTags(), DeviceGroups: t.GetDeviceGroups(),
 	}
 	if ms := t.GetEventTimeMs(); ms > 0 {
 		tj.EventTime = time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
