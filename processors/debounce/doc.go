@@ -20,6 +20,13 @@
 //     applied (counted and logged).
 //   - A trigger's id is derived from device_id (exactly the partition key),
 //     fence_id, type and the confirming ping's HLC, so a replay yields the same id.
+//   - A fence with groups is measured only for a device whose ping names one
+//     of them (Ping.groups, set by the producer); a ping that names none ends
+//     the device's state there, with an EXIT reason GROUP_LEFT if it was
+//     inside. A fence without groups costs one length test more per lookup.
+//   - A trigger carries the fence's name and tags (from the catalogue entry,
+//     shared, not copied) and the device's groups (from the ping; for a
+//     TIMEOUT exit, from the last ping, kept in DeviceState.groups).
 //
 // # Why the silence timer runs on stream time
 //

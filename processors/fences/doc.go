@@ -30,6 +30,17 @@
 //     [FenceFromProto], [NewPolygonFence], [NewCircleFence], [Demo]) is
 //     valid and immutable: treat its geometry slices as read-only.
 //
+// # Properties
+//
+// Besides id, name, radius_m and the debounce settings, a fence keeps
+// properties.tags and properties.groups (lists of at most [MaxLabels]
+// strings of 1 to [MaxLabelBytes] bytes) and every other property as
+// [Fence.Metadata], one compact JSON object with sorted keys of at most
+// [MaxMetadataBytes]; a fence over the bound fails with
+// [ErrMetadataTooLarge], and the file with it. Tags ride on every trigger
+// of the fence; groups limit which devices it is measured for
+// ([Fence.Applies]).
+//
 // # Geometry semantics
 //
 // [Fence.SignedDistance] is positive inside, negative outside, and zero on
