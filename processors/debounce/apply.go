@@ -34,8 +34,9 @@ const ReasonImplausible = "implausible"
 // anything about a fence.
 const DefaultMaxAccuracyM = 10_000
 
-// CheckPlausible refuses a ping whose accuracy is beyond maxAccuracyM or whose
-// speed or heading is not finite. Run it after ValidatePing.
+// CheckPlausible refuses a ping whose accuracy is beyond maxAccuracyM, whose
+// speed or heading is not finite, or with more than fences.MaxLabels groups or
+// one longer than fences.MaxLabelBytes. Run it after ValidatePing.
 func CheckPlausible(p *geofencepb.Ping, maxAccuracyM float64) error {
 	switch {
 	case p.GetAccuracyM() > maxAccuracyM:
@@ -44,6 +45,14 @@ func CheckPlausible(p *geofencepb.Ping, maxAccuracyM float64) error {
 		return fmt.Errorf("%w: speed %v m/s is not finite", ErrImplausible, p.GetSpeedMps())
 	case !finite(p.GetHeadingDeg()):
 		return fmt.Errorf("%w: heading %v° is not finite", ErrImplausible, p.GetHeadingDeg())
+	case len(p.GetGroups()) > fences.MaxLabels:
+		// The groups are kept in the device's state: bounded as a fence's are.
+		return fmt.Errorf("%w: %d groups, limit %d", ErrImplausible, len(p.GetGroups()), fences.MaxLabels)
+	}
+	for _, g := range p.GetGroups() {
+		if len(g) > fences.MaxLabelBytes {
+			return fmt.Errorf("%w: a group of %d bytes, limit %d", ErrImplausible, len(g), fences.MaxLabelBytes)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package debounce_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
@@ -143,5 +145,22 @@ func TestTimeoutExitCarriesMetadata(t *testing.T) {
 	}
 	if got == nil || got.FenceName != "Depot" || !slices.Equal(got.FenceTags, []string{"depot", "north"}) || !slices.Equal(got.DeviceGroups, []string{"fleet-a"}) {
 		t.Fatalf("timeout EXIT %v, want name Depot, tags [depot north], device groups [fleet-a]", got)
+	}
+}
+
+// A ping's groups are kept in the device's state, so they are bounded as a
+// fence's are.
+func TestPingGroupsBounded(t *testing.T) {
+	p := groupPing(insideLat, 1, "fleet-a")
+	if err := debounce.CheckPlausible(p, debounce.DefaultMaxAccuracyM); err != nil {
+		t.Fatalf("one group: %v", err)
+	}
+	p.Groups = make([]string, fences.MaxLabels+1)
+	if err := debounce.CheckPlausible(p, debounce.DefaultMaxAccuracyM); !errors.Is(err, debounce.ErrImplausible) {
+		t.Fatalf("%d groups: %v, want ErrImplausible", len(p.Groups), err)
+	}
+	p.Groups = []string{strings.Repeat("g", fences.MaxLabelBytes+1)}
+	if err := debounce.CheckPlausible(p, debounce.DefaultMaxAccuracyM); !errors.Is(err, debounce.ErrImplausible) {
+		t.Fatalf("a long group: %v, want ErrImplausible", err)
 	}
 }
