@@ -25,7 +25,8 @@ const maxSettingSeconds = 1e9
 // properties.id (a string valid as a Kafka key, unique in the file), may
 // have name, radius_m (required > 0 for Point circles, absent for polygons)
 // and the debounce settings min_samples, min_dwell_s, hysteresis_m,
-// loiter_s, silence_timeout_s and detector ("sprt" or "strict"); other
+// loiter_s, silence_timeout_s, detector ("sprt" or "strict") and crossing
+// (true: CROSS triggers, see debounce.Settings.Crossing); other
 // properties are ignored. Geometry is
 // Polygon, MultiPolygon or Point (circle). The file is accepted whole or
 // rejected whole: on error no fence is returned and the error lists every
@@ -202,6 +203,11 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 			return errorf(ErrInvalidProperty, "properties.detector must be a string, got %s", raw)
 		}
 	}
+	if raw, ok := props["crossing"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &f.Settings.Crossing); err != nil {
+			return errorf(ErrInvalidProperty, "properties.crossing must be true or false, got %s", raw)
+		}
+	}
 	return nil
 }
 
@@ -310,6 +316,7 @@ func FenceFromProto(p *geofencepb.Fence) (Fence, error) {
 			Loiter:         time.Duration(s.GetLoiterMs()) * time.Millisecond,
 			SilenceTimeout: time.Duration(s.GetSilenceTimeoutMs()) * time.Millisecond,
 			Detector:       s.GetDetector(),
+			Crossing:       s.GetCrossing(),
 		}
 	}
 	if err := validateID(f.ID); err != nil {
@@ -353,6 +360,7 @@ func (f *Fence) ToProto() (*geofencepb.Fence, error) {
 			LoiterMs:         f.Settings.Loiter.Milliseconds(),
 			SilenceTimeoutMs: f.Settings.SilenceTimeout.Milliseconds(),
 			Detector:         f.Settings.Detector,
+			Crossing:         f.Settings.Crossing,
 		}
 	}
 	return p, nil
