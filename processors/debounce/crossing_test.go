@@ -52,7 +52,7 @@ func crossingCatalogue(t *testing.T) *fences.Snapshot {
 
 type fix struct {
 	east, north, accM float64
-	ms               int64
+	ms                int64
 }
 
 // drive applies the fixes to a new device and returns every trigger.
