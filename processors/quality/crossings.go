@@ -45,8 +45,8 @@ type CrossingResult struct {
 	Devices     int    `json:"devices"`
 	// True crossings: a pair of consecutive fixes whose true positions are
 	// both outside the fence while the true path between them runs through
-
-
+	// it. Found: such a pair got a CROSS; False: a CROSS at a pair whose
+	// true path did not touch the fence.
 	TrueCrossings int   `json:"true_crossings"`
 	Found         int   `json:"found"`
 	False         int   `json:"false"`
