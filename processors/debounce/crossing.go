@@ -15,7 +15,9 @@ import (
 // and accuracy, not yet updated) to p passes through although neither fix
 // is inside it and the device has no live state for it (a fix inside is
 // ENTER's and EXIT's business). The segment must run inside the fence for
-// more than the two fixes' σ together, so noise alone cannot make one. The
+// more than the two fixes' σ together, and the middle of that stretch must
+// be crossSigmas σ of the interpolated position deep, so noise alone
+// rarely makes one. The
 // crossing's event time is interpolated between the fixes' device times to
 // the middle of the longest inside stretch; its HLC, and so its trigger id,
 // is p's, so a replay makes the same trigger. Sorted by fence id.
@@ -45,7 +47,15 @@ func appendCrossings(out []*geofencepb.Trigger, st *geofencepb.DeviceState, p *g
 			return true
 		}
 		insideM, mid := f.Chord(lat1, lon1, lat2, lon2)
-		if !(insideM > sigmaOf(s, st.LastAccuracyM)+sigmaOf(s, p.GetAccuracyM())) {
+		s1, s2 := sigmaOf(s, st.LastAccuracyM), sigmaOf(s, p.GetAccuracyM())
+		if !(insideM > s1+s2) {
+			return true
+		}
+		// Deep enough: the chord's middle, interpolated between two noisy
+		// fixes, is off by σ = √(((1−m)σ₁)² + (mσ₂)²); a segment that
+		// only grazes the fence by less than crossSigmas of it is noise.
+		sigmaMid := math.Hypot((1-mid)*s1, mid*s2)
+		if !(f.SignedDistance(lat1+(lat2-lat1)*mid, math.Mod(lon1+dLon*mid+540, 360)-180) > crossSigmas*sigmaMid) {
 			return true
 		}
 		h := p.GetHlc()
@@ -66,6 +76,10 @@ func appendCrossings(out []*geofencepb.Trigger, st *geofencepb.DeviceState, p *g
 	slices.SortFunc(out[first:], func(a, b *geofencepb.Trigger) int { return strings.Compare(a.FenceId, b.FenceId) })
 	return out
 }
+
+// crossSigmas is how deep, in σ of the interpolated position, the middle of
+// a crossing's inside stretch must be.
+const crossSigmas = 2
 
 // sigmaOf is a fix's noise scale as the sprt detector weighs it (at least
 // 1 m), or its accuracy when the fence's rule sets no floor or scale.

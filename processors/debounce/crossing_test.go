@@ -121,18 +121,24 @@ func TestNoCrossingWhenAFixIsInside(t *testing.T) {
 	}
 }
 
-// TestNoCrossingWhenAccuracyDoesNotProveIt: a segment 95 m from a 100 m
-// circle's centre runs 62 m inside it. With 40 m accuracy that is less than
-// the two fixes' noise: no CROSS; with 5 m fixes it is one.
+// TestNoCrossingWhenAccuracyDoesNotProveIt: a segment 80 m from a 100 m
+// circle's centre runs 120 m inside it, 20 m deep at most. With 40 m fixes
+// that is less deep than twice the interpolated position's σ (28 m): no
+// CROSS; with 5 m fixes it is one. And 99 m from the centre (28 m inside,
+// 1 m deep) even 5 m fixes prove nothing.
 func TestNoCrossingWhenAccuracyDoesNotProveIt(t *testing.T) {
 	snap := crossingCatalogue(t)
-	_, trs := drive(t, snap, debounce.DefaultSettings(), fix{-300, 95, 40, 1_000_000}, fix{300, 95, 40, 1_030_000})
+	_, trs := drive(t, snap, debounce.DefaultSettings(), fix{-300, 80, 40, 1_000_000}, fix{300, 80, 40, 1_030_000})
 	if got := crosses(trs); len(got) != 0 {
 		t.Fatalf("grazing segment, 40 m fixes: CROSS %v, want none", got)
 	}
-	_, trs = drive(t, snap, debounce.DefaultSettings(), fix{-300, 95, 5, 1_000_000}, fix{300, 95, 5, 1_030_000})
+	_, trs = drive(t, snap, debounce.DefaultSettings(), fix{-300, 80, 5, 1_000_000}, fix{300, 80, 5, 1_030_000})
 	if got := crosses(trs); len(got) != 1 {
 		t.Fatalf("same segment, 5 m fixes: CROSS %v, want one", got)
+	}
+	_, trs = drive(t, snap, debounce.DefaultSettings(), fix{-300, 99, 5, 1_000_000}, fix{300, 99, 5, 1_030_000})
+	if got := crosses(trs); len(got) != 0 {
+		t.Fatalf("segment 1 m deep, 5 m fixes: CROSS %v, want none", got)
 	}
 }
 
