@@ -20,10 +20,13 @@ import (
 // rarely makes one. The
 // crossing's event time is interpolated between the fixes' device times to
 // the middle of the longest inside stretch; its HLC, and so its trigger id,
-// is p's, so a replay makes the same trigger. Sorted by fence id.
+// is p's, so a replay makes the same trigger. Fixes farther apart than the
+// debouncer's SilenceTimeout make none. Sorted by fence id.
 func appendCrossings(out []*geofencepb.Trigger, st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot, defaults Settings, implausible bool) []*geofencepb.Trigger {
 	t0, t1 := st.LastEventTimeMs, p.GetDeviceTimeMs()
-	if st.Pings == 0 || implausible || t1 <= t0 {
+	// Past the silence timeout the device may have gone anywhere: a
+	// straight line says nothing (and would search a city's fences).
+	if st.Pings == 0 || implausible || t1 <= t0 || t1-t0 > defaults.SilenceTimeout.Milliseconds() {
 		return out
 	}
 	lat1, lon1, lat2, lon2 := st.LastLat, st.LastLon, p.GetLat(), p.GetLon()

@@ -142,6 +142,15 @@ func TestNoCrossingWhenAccuracyDoesNotProveIt(t *testing.T) {
 	}
 }
 
+// TestNoCrossingAfterSilence: fixes farther apart than the silence timeout
+// (10 min) say nothing about the path between them.
+func TestNoCrossingAfterSilence(t *testing.T) {
+	snap := crossingCatalogue(t)
+	if _, trs := drive(t, snap, debounce.DefaultSettings(), fix{-300, 0, 5, 1_000_000}, fix{300, 0, 5, 1_000_000 + 11*60_000}); len(crosses(trs)) != 0 {
+		t.Fatalf("fixes 11 min apart: CROSS %v, want none", crosses(trs))
+	}
+}
+
 // TestCrossingOffByDefault: a fence without the setting gets no CROSS and
 // the device state carries no accuracy (no bytes) unless the debouncer's
 // default turns crossings on.
