@@ -34,6 +34,9 @@ const (
 	TriggerType_TRIGGER_TYPE_ENTER       TriggerType = 1
 	TriggerType_TRIGGER_TYPE_EXIT        TriggerType = 2
 	TriggerType_TRIGGER_TYPE_DWELL       TriggerType = 3
+	// The segment between two consecutive fixes, neither inside, crossed the
+	// fence. It does not change membership.
+	TriggerType_TRIGGER_TYPE_CROSS TriggerType = 4
 )
 
 // Enum value maps for TriggerType.
@@ -43,12 +46,14 @@ var (
 		1: "TRIGGER_TYPE_ENTER",
 		2: "TRIGGER_TYPE_EXIT",
 		3: "TRIGGER_TYPE_DWELL",
+		4: "TRIGGER_TYPE_CROSS",
 	}
 	TriggerType_value = map[string]int32{
 		"TRIGGER_TYPE_UNSPECIFIED": 0,
 		"TRIGGER_TYPE_ENTER":       1,
 		"TRIGGER_TYPE_EXIT":        2,
 		"TRIGGER_TYPE_DWELL":       3,
+		"TRIGGER_TYPE_CROSS":       4,
 	}
 )
 
@@ -317,7 +322,10 @@ type DebounceSettings struct {
 	SilenceTimeoutMs int64                  `protobuf:"varint,5,opt,name=silence_timeout_ms,json=silenceTimeoutMs,proto3" json:"silence_timeout_ms,omitempty"`
 	// The rule that confirms transitions: "sprt" (sequential evidence) or
 	// "strict" (whole accuracy circle on the new side). Empty: the default.
-	Detector      string `protobuf:"bytes,6,opt,name=detector,proto3" json:"detector,omitempty"`
+	Detector string `protobuf:"bytes,6,opt,name=detector,proto3" json:"detector,omitempty"`
+	// Emit CROSS when two consecutive fixes, both outside, straddle the fence
+	// (see debounce.Settings.Crossing). False: the debouncer's default.
+	Crossing      bool `protobuf:"varint,7,opt,name=crossing,proto3" json:"crossing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +400,13 @@ func (x *DebounceSettings) GetDetector() string {
 		return x.Detector
 	}
 	return ""
+}
+
+func (x *DebounceSettings) GetCrossing() bool {
+	if x != nil {
+		return x.Crossing
+	}
+	return false
 }
 
 // Fence is one entry of the catalogue. Topic: fences (compacted),
@@ -774,6 +789,9 @@ type DeviceState struct {
 	// repeated field rather than a map: a map entry costs about twice as much to
 	// encode and decode, and this message is decoded and encoded on every ping.
 	FenceStates []*FenceEntry `protobuf:"bytes,12,rep,name=fence_states,json=fenceStates,proto3" json:"fence_states,omitempty"`
+	// Accuracy of the last fix (last_lat, last_lon), metres. Written only
+	// while crossings are on somewhere (0 otherwise: no bytes).
+	LastAccuracyM float64 `protobuf:"fixed64,13,opt,name=last_accuracy_m,json=lastAccuracyM,proto3" json:"last_accuracy_m,omitempty"`
 	// The groups of the device's last ping (for the triggers the silence
 	// sweep writes). Numbered from 20 to leave 13-19 to other additions.
 	Groups        []string `protobuf:"bytes,20,rep,name=groups,proto3" json:"groups,omitempty"`
@@ -894,6 +912,13 @@ func (x *DeviceState) GetFenceStates() []*FenceEntry {
 		return x.FenceStates
 	}
 	return nil
+}
+
+func (x *DeviceState) GetLastAccuracyM() float64 {
+	if x != nil {
+		return x.LastAccuracyM
+	}
+	return 0
 }
 
 func (x *DeviceState) GetGroups() []string {
@@ -1573,7 +1598,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"headingDeg\x12$\n" +
 	"\x0edevice_time_ms\x18\a \x01(\x03R\fdeviceTimeMs\x12\x10\n" +
 	"\x03hlc\x18\b \x01(\x04R\x03hlc\x12\x16\n" +
-	"\x06groups\x18\t \x03(\tR\x06groups\"\xdf\x01\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\"\xfb\x01\n" +
 	"\x10DebounceSettings\x12\x1f\n" +
 	"\vmin_samples\x18\x01 \x01(\rR\n" +
 	"minSamples\x12 \n" +
@@ -1582,7 +1607,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\fhysteresis_m\x18\x03 \x01(\x01R\vhysteresisM\x12\x1b\n" +
 	"\tloiter_ms\x18\x04 \x01(\x03R\bloiterMs\x12,\n" +
 	"\x12silence_timeout_ms\x18\x05 \x01(\x03R\x10silenceTimeoutMs\x12\x1a\n" +
-	"\bdetector\x18\x06 \x01(\tR\bdetector\"\x8b\x02\n" +
+	"\bdetector\x18\x06 \x01(\tR\bdetector\x12\x1a\n" +
+	"\bcrossing\x18\a \x01(\bR\bcrossing\"\x8b\x02\n" +
 	"\x05Fence\x12\x19\n" +
 	"\bfence_id\x18\x01 \x01(\tR\afenceId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -1619,7 +1645,7 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\vdwell_fired\x18\x05 \x01(\bR\n" +
 	"dwellFired\x12\x1a\n" +
 	"\bevidence\x18\x06 \x01(\x01R\bevidence\x12\x1b\n" +
-	"\tclear_run\x18\a \x01(\rR\bclearRun\"\xb9\x04\n" +
+	"\tclear_run\x18\a \x01(\rR\bclearRun\"\xe1\x04\n" +
 	"\vDeviceState\x12\x1b\n" +
 	"\tdevice_id\x18\x01 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\blast_hlc\x18\x02 \x01(\x04R\alastHlc\x12+\n" +
@@ -1634,7 +1660,8 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"\x11catalogue_version\x18\n" +
 	" \x01(\x04R\x10catalogueVersion\x12\x1c\n" +
 	"\tpartition\x18\v \x01(\x05R\tpartition\x12=\n" +
-	"\ffence_states\x18\f \x03(\v2\x1a.fencestream.v1.FenceEntryR\vfenceStates\x12\x16\n" +
+	"\ffence_states\x18\f \x03(\v2\x1a.fencestream.v1.FenceEntryR\vfenceStates\x12&\n" +
+	"\x0flast_accuracy_m\x18\r \x01(\x01R\rlastAccuracyM\x12\x16\n" +
 	"\x06groups\x18\x14 \x03(\tR\x06groups\x1aU\n" +
 	"\vFencesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
@@ -1703,12 +1730,13 @@ const file_fencestream_v1_geofence_proto_rawDesc = "" +
 	"rate_per_s\x18\x03 \x01(\x01R\bratePerS\x12\x16\n" +
 	"\x06salted\x18\x04 \x01(\bR\x06salted\x12!\n" +
 	"\fsalt_buckets\x18\x05 \x01(\rR\vsaltBuckets\x12\"\n" +
-	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMs*r\n" +
+	"\rdecided_at_ms\x18\x06 \x01(\x03R\vdecidedAtMs*\x8a\x01\n" +
 	"\vTriggerType\x12\x1c\n" +
 	"\x18TRIGGER_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TRIGGER_TYPE_ENTER\x10\x01\x12\x15\n" +
 	"\x11TRIGGER_TYPE_EXIT\x10\x02\x12\x16\n" +
-	"\x12TRIGGER_TYPE_DWELL\x10\x03*\xaa\x01\n" +
+	"\x12TRIGGER_TYPE_DWELL\x10\x03\x12\x16\n" +
+	"\x12TRIGGER_TYPE_CROSS\x10\x04*\xaa\x01\n" +
 	"\rTriggerReason\x12\x1e\n" +
 	"\x1aTRIGGER_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRIGGER_REASON_CONFIRMED\x10\x01\x12\x1a\n" +

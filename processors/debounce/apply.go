@@ -109,6 +109,9 @@ func Resolved(defaults Settings, f *fences.Fence) Settings {
 	if o.Detector != "" {
 		s.Detector = Detector(o.Detector)
 	}
+	if o.Crossing {
+		s.Crossing = true
+	}
 	return s
 }
 
@@ -165,6 +168,10 @@ func Apply(st *geofencepb.DeviceState, p *geofencepb.Ping, snap *fences.Snapshot
 		}
 	}
 	clear(a.pending)
+	if defaults.Crossing || snap.CrossingFences() > 0 {
+		out.Triggers = appendCrossings(out.Triggers, st, p, snap, defaults, a.sample.Implausible)
+		st.LastAccuracyM = p.GetAccuracyM()
+	}
 	*a = applier{visit: a.visit, visited: a.visited[:0], pending: a.pending[:0]}
 	applierPool.Put(a)
 	st.LastHlc = p.GetHlc()

@@ -28,6 +28,20 @@
 //     shared, not copied) and the device's groups (from the ping; for a
 //     TIMEOUT exit, from the last ping, kept in DeviceState.groups).
 //
+// # Crossings
+//
+// With Settings.Crossing on (the debouncer's default, or a fence's crossing
+// setting), crossing.go emits a CROSS when the straight segment between two
+// consecutive fixes, both outside and with no live state for the fence, runs
+// through it farther than the two fixes' σ together and, at the middle of
+// its longest inside stretch, deeper than twice the σ of a position
+// interpolated there. Its event time is interpolated between the fixes'
+// device times to that middle; its HLC and id are the second fix's. It only
+// reads the state's last position, time and (while crossings are on
+// anywhere) last accuracy, and changes no fence's machine. Fences without
+// the setting cost nothing: with none in the catalogue and the default off,
+// no search is made and last_accuracy_m is not written.
+//
 // # Why the silence timer runs on stream time
 //
 // A device is silent when the pings of its partition have moved on without

@@ -42,6 +42,7 @@ func Module(opts ...Opt) host.Module {
 			fs.Float64Var(&s.AccuracyScale, "accuracy-scale", s.AccuracyScale, "sprt: σ = this × reported accuracy above the floor (above 1 for receivers that under-report)")
 			fs.Float64Var(&s.ClipSigmas, "clip-sigmas", s.ClipSigmas, "sprt: a fix counts at most as one this many σ from the edge (outlier censoring; 0 off)")
 			fs.Float64Var(&s.MaxSpeedMS, "max-speed", s.MaxSpeedMS, "sprt: m/s beyond which a jump from the previous fix makes a fix no evidence (0 off)")
+			fs.BoolVar(&s.Crossing, "crossings", s.Crossing, "emit CROSS for every fence two consecutive fixes, both outside, provably straddle (fences may turn it on with their crossing property)")
 		},
 		Validate: func() error {
 			if !(cfg.maxAccuracyM > 0) {

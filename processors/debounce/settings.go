@@ -53,6 +53,12 @@ type Settings struct {
 	// information. It is the daemon's, not a fence's: Apply judges a ping
 	// once, for every fence. Zero: no such check.
 	MaxSpeedMS float64
+	// Crossing (default false) emits a CROSS trigger when the segment
+	// between two consecutive fixes, neither inside, runs through the fence
+	// for more than the two fixes' noise (σ as sprt weighs them) together:
+	// a fence a sparse or fast device passed without a fix inside. A fence
+	// turns it on with its own setting; one cannot turn off the default.
+	Crossing bool
 }
 
 // Detector names a rule that confirms transitions.
@@ -176,6 +182,9 @@ func Resolve(d Settings, p *geofencepb.DebounceSettings) Settings {
 	}
 	if p.Detector != "" {
 		s.Detector = Detector(p.Detector) // an unknown name is left for Validate
+	}
+	if p.Crossing {
+		s.Crossing = true
 	}
 	return s
 }

@@ -118,7 +118,7 @@ func (c *Catalogue) Apply(version uint64, upserts []Fence, deletes []string) err
 // and of the grid it touches is copied once, and each changed cell gets a
 // new item slice.
 func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
-	s := &Snapshot{n: old.n, shards: old.shards, maxHysteresis: old.maxHysteresis, idx: old.idx}
+	s := &Snapshot{n: old.n, shards: old.shards, maxHysteresis: old.maxHysteresis, idx: old.idx, crossing: old.crossing}
 	gw := &gridWriter{g: &s.idx}
 	var copied [shardCount]bool
 	maxGone := false
@@ -140,6 +140,7 @@ func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
 				maxGone = true
 			}
 			c.countHysteresis(prev.f.Settings.HysteresisM, -1)
+			s.crossing -= b2i(prev.f.Settings.Crossing)
 			delete(s.shards[i], id)
 			s.n--
 		}
@@ -147,6 +148,7 @@ func (c *Catalogue) update(old *Snapshot, ops map[string]*entry) *Snapshot {
 			gw.insert(e)
 			c.countHysteresis(e.f.Settings.HysteresisM, 1)
 			s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
+			s.crossing += b2i(e.f.Settings.Crossing)
 			s.shards[i][id] = e
 			s.n++
 		}
@@ -185,6 +187,7 @@ func (c *Catalogue) rebuild(old *Snapshot, ops map[string]*entry) *Snapshot {
 		s.shards[i][e.f.ID] = e
 		c.countHysteresis(e.f.Settings.HysteresisM, 1)
 		s.maxHysteresis = math.Max(s.maxHysteresis, e.f.Settings.HysteresisM)
+		s.crossing += b2i(e.f.Settings.Crossing)
 	}
 	s.n = len(all)
 	s.idx = buildGrid(all)
@@ -211,6 +214,7 @@ type Snapshot struct {
 	shards        [shardCount]map[string]*entry
 	idx           grid
 	maxHysteresis float64
+	crossing      int // fences with Settings.Crossing on
 
 	sortOnce sync.Once
 	sorted   []Fence // by ID; built by the first All
@@ -258,6 +262,17 @@ func (s *Snapshot) Len() int { return s.n }
 // MaxHysteresisM is the largest per-fence HysteresisM setting (0 if none
 // overrides it); the debouncer adds it to its Near margin.
 func (s *Snapshot) MaxHysteresisM() float64 { return s.maxHysteresis }
+
+// CrossingFences is the number of fences with Settings.Crossing on; the
+// debouncer looks for crossings only when it or its default is non-zero.
+func (s *Snapshot) CrossingFences() int { return s.crossing }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Get returns the fence with the given id.
 func (s *Snapshot) Get(id string) (Fence, bool) {

@@ -89,6 +89,9 @@ type Settings struct {
 	// Detector is the debouncer's rule for this fence: "sprt" or "strict"
 	// (see debounce.Detector); empty means the debouncer's default.
 	Detector string
+	// Crossing turns on CROSS triggers for this fence (see
+	// debounce.Settings.Crossing); false means the debouncer's default.
+	Crossing bool
 }
 
 // IsZero reports whether s overrides nothing.

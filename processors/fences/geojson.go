@@ -25,7 +25,8 @@ const maxSettingSeconds = 1e9
 // properties.id (a string valid as a Kafka key, unique in the file), may
 // have name, radius_m (required > 0 for Point circles, absent for polygons)
 // and the debounce settings min_samples, min_dwell_s, hysteresis_m,
-// loiter_s, silence_timeout_s and detector ("sprt" or "strict"), tags and
+// loiter_s, silence_timeout_s, detector ("sprt" or "strict"), crossing
+// (true: CROSS triggers, see debounce.Settings.Crossing), tags and
 // groups (lists of strings; see Fence); every other property is kept as the
 // fence's Metadata, a JSON object of at most MaxMetadataBytes (a larger one
 // is an error, ErrMetadataTooLarge). Geometry is
@@ -204,6 +205,11 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 			return errorf(ErrInvalidProperty, "properties.detector must be a string, got %s", raw)
 		}
 	}
+	if raw, ok := props["crossing"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &f.Settings.Crossing); err != nil {
+			return errorf(ErrInvalidProperty, "properties.crossing must be true or false, got %s", clipJSON(raw))
+		}
+	}
 	for _, l := range []struct {
 		key string
 		dst *[]string
@@ -225,7 +231,7 @@ func parseProperties(props map[string]json.RawMessage, f *Fence) error {
 var knownProperties = map[string]bool{
 	"id": true, "name": true, "radius_m": true, "min_samples": true, "hysteresis_m": true,
 	"min_dwell_s": true, "loiter_s": true, "silence_timeout_s": true, "detector": true,
-	"tags": true, "groups": true,
+	"tags": true, "groups": true, "crossing": true,
 }
 
 // parseMetadata gathers the other properties into f.Metadata as compact
@@ -366,6 +372,7 @@ func FenceFromProto(p *geofencepb.Fence) (Fence, error) {
 			Loiter:         time.Duration(s.GetLoiterMs()) * time.Millisecond,
 			SilenceTimeout: time.Duration(s.GetSilenceTimeoutMs()) * time.Millisecond,
 			Detector:       s.GetDetector(),
+			Crossing:       s.GetCrossing(),
 		}
 	}
 	if err := validateID(f.ID); err != nil {
@@ -412,6 +419,7 @@ func (f *Fence) ToProto() (*geofencepb.Fence, error) {
 			LoiterMs:         f.Settings.Loiter.Milliseconds(),
 			SilenceTimeoutMs: f.Settings.SilenceTimeout.Milliseconds(),
 			Detector:         f.Settings.Detector,
+			Crossing:         f.Settings.Crossing,
 		}
 	}
 	return p, nil

@@ -33,6 +33,8 @@ func typeCode(t geofencepb.TriggerType) byte {
 		return 'X'
 	case geofencepb.TriggerType_TRIGGER_TYPE_DWELL:
 		return 'D'
+	case geofencepb.TriggerType_TRIGGER_TYPE_CROSS:
+		return 'C'
 	}
 	return '?'
 }

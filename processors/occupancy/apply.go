@@ -127,9 +127,12 @@ const (
 	// before this trigger, and the trigger is for another fence. Nothing
 	// changed; the processor dead-letters it (reason member-limit).
 	Full
+	// Ignored: a CROSS trigger (the device passed the fence between two
+	// fixes): it says nothing about membership. Nothing changed.
+	Ignored
 )
 
-var resultNames = [...]string{Applied: "applied", Duplicate: "duplicate", Stale: "stale", Invalid: "invalid", Expired: "expired", Full: "full"}
+var resultNames = [...]string{Applied: "applied", Duplicate: "duplicate", Stale: "stale", Invalid: "invalid", Expired: "expired", Full: "full", Ignored: "ignored"}
 
 func (r Result) String() string {
 	if r >= 0 && int(r) < len(resultNames) {
@@ -175,7 +178,8 @@ func validate(t *geofencepb.Trigger) error {
 		return ErrNoHLC
 	}
 	switch t.GetType() {
-	case geofencepb.TriggerType_TRIGGER_TYPE_ENTER, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerType_TRIGGER_TYPE_DWELL:
+	case geofencepb.TriggerType_TRIGGER_TYPE_ENTER, geofencepb.TriggerType_TRIGGER_TYPE_EXIT, geofencepb.TriggerType_TRIGGER_TYPE_DWELL,
+		geofencepb.TriggerType_TRIGGER_TYPE_CROSS:
 	default:
 		return fmt.Errorf("%w: %v", ErrUnknownType, t.GetType())
 	}
@@ -205,6 +209,9 @@ func ApplyTrigger(m *geofencepb.DeviceMembership, t *geofencepb.Trigger, lim Lim
 	}
 	if validate(t) != nil || t.GetDeviceId() != m.DeviceId {
 		return 0, false, Invalid
+	}
+	if t.GetType() == geofencepb.TriggerType_TRIGGER_TYPE_CROSS {
+		return 0, false, Ignored
 	}
 	lim = lim.withDefaults()
 	fence, at := t.GetFenceId(), t.GetHlc()

@@ -29,7 +29,9 @@
 //     to it), and stale when it was overtaken (an older trigger arriving
 //     late, or a replay of an earlier prefix).
 //   - ENTER sets the member inside; EXIT, whatever its reason (CONFIRMED,
-//     TIMEOUT, FENCE_DELETED), clears it; DWELL implies inside. The debouncer
+//     TIMEOUT, FENCE_DELETED), clears it; DWELL implies inside; CROSS (the
+//     device passed the fence between two fixes) is valid but ignored
+//     (result ignored): it says nothing about membership. The debouncer
 //     fires DWELL only during a stay, so a DWELL whose ENTER was overtaken,
 //     compacted or lost still proves the device is inside. With this rule a
 //     member's state is a function of the highest-HLC trigger alone, so any

@@ -248,6 +248,8 @@ func handleTrigger(c *MembersContext, t *geofencepb.Trigger, cfg config, m *metr
 	case Full:
 		c.DeadLetter(ReasonMemberLimit, fmt.Errorf("device %q is held at %d fences, none left before HLC %d; raise --max-members to count it at fence %q", c.Key(), len(st.GetFences()), t.GetHlc(), t.GetFenceId()))
 		return nil
+	case Ignored: // a CROSS: no membership, no state to write
+		return nil
 	case Applied:
 	default:
 		c.Logger().Debug("trigger not applied", "result", res.String(), "fence", t.GetFenceId(), "trigger_id", t.GetTriggerId(), "hlc", t.GetHlc())
