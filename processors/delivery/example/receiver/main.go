@@ -46,7 +46,7 @@ func handler(secret string, out io.Writer, now func() time.Time) http.Handler {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "%s %s\n", r.Method, r.URL.Path)
-		for _, h := range []string{"Content-Type", delivery.HeaderIdempotencyKey, delivery.HeaderSignature, "User-Agent"} {
+		for _, h := range []string{"Content-Type", "User-Agent", delivery.HeaderSubscription, delivery.HeaderIdempotencyKey, delivery.HeaderSignature} {
 			fmt.Fprintf(out, "  %s: %s\n", h, r.Header.Get(h))
 		}
 		fmt.Fprintf(out, "  body: %s\n", body)
