@@ -34,14 +34,26 @@ import (
 // produce call to its first arrival at the receiver, p50 and p99 in ms.
 // At 200/s, 3000x is 15 s of triggers; at 1000/s, 3 s.
 //
+// The slow= case adds a second subscription whose receiver answers 204
+// only after that delay, and still measures the fast receiver: a handler
+// call waits for every subscription's attempt, so the slow answer is paid
+// by every trigger of its partition, for every subscriber.
+//
 //	go test -run '^$' -bench TriggerToDelivery -benchtime 3000x ./processors/delivery/
 func BenchmarkTriggerToDelivery(b *testing.B) {
-	for _, rate := range []int{200, 1000} {
-		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) { benchLatency(b, rate) })
+	for _, c := range []struct {
+		rate int
+		slow time.Duration
+	}{{200, 0}, {1000, 0}, {200, 20 * time.Millisecond}} {
+		name := fmt.Sprintf("rate=%d", c.rate)
+		if c.slow > 0 {
+			name += fmt.Sprintf("/slow=%s", c.slow)
+		}
+		b.Run(name, func(b *testing.B) { benchLatency(b, c.rate, c.slow) })
 	}
 }
 
-func benchLatency(b *testing.B, rate int) {
+func benchLatency(b *testing.B, rate int, slow time.Duration) {
 	const partitions, devices = 6, 200
 	var (
 		mu      sync.Mutex
@@ -70,6 +82,15 @@ func benchLatency(b *testing.B, rate int) {
 	}
 	subs := delivery.NewSubscriptions()
 	subs.Put(sub("bench", srv.URL))
+	if slow > 0 {
+		slowSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) //nolint:errcheck // a benchmark receiver
+			time.Sleep(slow)            // the slow answer being measured
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer slowSrv.Close()
+		subs.Put(sub("slow", slowSrv.URL))
+	}
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	env := host.Env{Cluster: cl, Topology: topo, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: prometheus.NewRegistry(),
