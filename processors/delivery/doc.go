@@ -25,7 +25,12 @@
 // breaker and a concurrency cap in each process: while its breaker is open,
 // or its cap is reached, its attempts are scheduled, not sent, so a dead
 // endpoint holds a partition at most one attempt timeout per breaker
-// cooldown and delays no other endpoint after that.
+// cooldown and delays no other endpoint after that. A slow endpoint that
+// answers within the attempt timeout is not held back: its answers are
+// successes, and a handler call waits for every subscription's attempt,
+// so each trigger of its partitions pays its answer time, for every
+// subscriber (measured by BenchmarkTriggerToDelivery's slow= case and
+// bounded in TestEndToEndKill9; not yet solved).
 //
 // Which clock: retries wait on the wall clock (group.WallClock timers), not
 // on stream time. They wait for the endpoint to recover, which happens in
@@ -52,6 +57,9 @@
 // (the fence's, at the trigger's catalogue version) hold one of them; its
 // device_groups filter one whose device_groups (from the device's ping)
 // hold one of them.
+//
+// example/receiver is a receiver to start from: it prints each request and
+// checks its signature with Verify.
 //
 // Group delivery-status adds the outcomes (delivery-outcomes, keyed by
 // subscription: a declared boundary) up per subscription; the route GET

@@ -109,14 +109,15 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool,
 }
 
 // The delivery binary against the embedded broker and real receivers on
-// 127.0.0.1: one healthy, one answering 500 until after a kill -9 and a
-// restart, one that never answers in time, one answering 410, and a
-// disabled subscription. The process is killed while retries are pending
+// 127.0.0.1: one healthy, one answering 200 after a delay (slow), one
+// answering 500 until after a kill -9 and a restart, one that never
+// answers in time (dead), one answering 410, and a disabled subscription. The process is killed while retries are pending
 // (its input offsets committed, so only its state and timers hold them).
 // Every trigger reaches the healthy and the recovered receiver at least
 // once, in device order, signed; the status counts each exactly once; the
 // disabled subscription gets nothing, the 410 one is disabled after its
-// first answers; and the dead endpoint does not delay the healthy one.
+// first answers; the slow one gets every trigger in device order; and the
+// dead endpoint does not delay the healthy one (the slow one does, bounded).
 func TestEndToEndKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process and broker test")
@@ -145,7 +146,18 @@ func TestEndToEndKill9(t *testing.T) {
 		return true
 	})
 	stop := make(chan struct{})
+	// slow answers 200, but only after slowDelay: longer than the healthy
+	// one's instant answer, within the attempt timeout (issue 30's "slow at
+	// 10 s" scaled to this test's 1 s attempt timeout).
+	const slowDelay = 250 * time.Millisecond
 	slow := newReceiver(t, "s3cret-slow", func(_ int, w http.ResponseWriter) bool {
+		select {
+		case <-stop:
+		case <-time.After(slowDelay):
+		}
+		return true
+	})
+	dead := newReceiver(t, "s3cret-dead", func(_ int, w http.ResponseWriter) bool {
 		select { // never answers within the attempt timeout
 		case <-stop:
 		case <-time.After(5 * time.Second):
@@ -156,14 +168,14 @@ func TestEndToEndKill9(t *testing.T) {
 	defer close(stop) // before the servers close (Cleanup runs later)
 	gone := newReceiver(t, "s3cret-gone", func(_ int, w http.ResponseWriter) bool { w.WriteHeader(http.StatusGone); return false })
 	off := newReceiver(t, "s3cret-off", nil)
-	for _, r := range []*receiver{healthy, flaky} {
+	for _, r := range []*receiver{healthy, flaky, slow} {
 		r.tolerance = 5 * time.Minute
 	}
 
 	prod := embeddedtest.Client(t, cl)
 	subCodec := codecs.For[deliverypb.Subscription]()
 	for _, s := range []*deliverypb.Subscription{sub("healthy", healthy.url()), sub("flaky", flaky.url()), sub("slow", slow.url()),
-		sub("gone", gone.url()), {Id: "off", Url: off.url(), Secret: "s3cret-off", Enabled: false}} {
+		sub("dead", dead.url()), sub("gone", gone.url()), {Id: "off", Url: off.url(), Secret: "s3cret-off", Enabled: false}} {
 		v, err := subCodec.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
@@ -204,8 +216,9 @@ func TestEndToEndKill9(t *testing.T) {
 		" --delivery-breaker-failures 2 --delivery-breaker-cooldown 2s%s", b.Addrs()[0], state, partitions, os.Getenv("DELIVERY_E2E_EXTRA"))
 	a := startChild(t, args)
 	dump := func() string {
-		return fmt.Sprintf("healthy %d/%d, flaky calls %d accepted %d, slow calls %d, gone calls %d\nprocess log tail:\n%s",
-			len(healthy.ids()), len(want), flaky.callCount(), len(flaky.ids()), slow.callCount(), gone.callCount(), tail(a.log.String(), 40))
+		return fmt.Sprintf("healthy %d/%d, flaky calls %d accepted %d, slow %d, dead calls %d, gone calls %d\nprocess log tail:\n%s",
+			len(healthy.ids()), len(want), flaky.callCount(), len(flaky.ids()), len(slow.ids()), dead.callCount(), gone.callCount(),
+			tail(a.log.String(), 40))
 	}
 	produce(1, perDevice/2, devices)
 	phase1 := slices.Clone(want)
@@ -228,8 +241,8 @@ func TestEndToEndKill9(t *testing.T) {
 	produce(perDevice/2+1, perDevice, devices/2)
 	a = startChild(t, args)
 	time.AfterFunc(2*time.Second, func() { flakyRecovered.Store(true) })
-	waitFor(t, "every trigger at the healthy and the recovered receiver", 2*time.Minute, func() bool {
-		return hasAll(healthy.ids(), want) && hasAll(flaky.ids(), want)
+	waitFor(t, "every trigger at the healthy, the slow and the recovered receiver", 2*time.Minute, func() bool {
+		return hasAll(healthy.ids(), want) && hasAll(flaky.ids(), want) && hasAll(slow.ids(), want)
 	}, dump)
 
 	// /metrics of the running process: per-subscription attempts and the
@@ -247,14 +260,14 @@ func TestEndToEndKill9(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, w := range []string{`fencestream_delivery_attempts_total{result="delivered",subscription="flaky"}`,
-		`fencestream_delivery_breaker_open{endpoint="` + strings.TrimSuffix(slow.url(), "/hook") + `"} 1`,
+		`fencestream_delivery_breaker_open{endpoint="` + strings.TrimSuffix(dead.url(), "/hook") + `"} 1`,
 		`fencestream_delivery_deferred_total{reason="breaker-open"}`} {
 		if !strings.Contains(string(body), w) {
 			t.Errorf("/metrics lacks %s", w)
 		}
 	}
 
-	for name, r := range map[string]*receiver{"healthy": healthy, "flaky": flaky} {
+	for name, r := range map[string]*receiver{"healthy": healthy, "flaky": flaky, "slow": slow} {
 		if p := r.problems(); len(p) > 0 {
 			t.Errorf("%s: %d requests with a bad signature or header, first: %s", name, len(p), p[0])
 		}
@@ -278,9 +291,18 @@ func TestEndToEndKill9(t *testing.T) {
 		}
 	}
 	healthy.mu.Unlock()
-	t.Logf("healthy: slowest first-phase delivery %s after its produce; slow endpoint called %d times", worst, slow.callCount())
-	if worst > 8*time.Second { // 1-2 s measured under load; 29 s with the breaker off
-		t.Errorf("healthy deliveries waited up to %s behind the dead endpoint (want < 8 s)", worst)
+	t.Logf("healthy: slowest first-phase delivery %s after its produce; dead endpoint called %d times", worst, dead.callCount())
+	// Known limitation (issue 30): a slow endpoint that answers does delay
+	// the others. A handler call waits for every subscription's attempt and
+	// a partition runs one call at a time, so each trigger of a partition
+	// costs the slow answer to every subscriber there; answers never open
+	// the breaker. The bound allows that cost for half of the first phase's
+	// triggers (its busiest partitions) on top of the dead endpoint's, and
+	// no more: attempts serialised across partitions would cost 25 s.
+	// Measured: 1-2 s without the slow endpoint, 9 s with it; 29 s with the
+	// breaker off.
+	if bound := 8*time.Second + time.Duration(len(phase1)/2)*slowDelay; worst > bound {
+		t.Errorf("healthy deliveries waited up to %s behind the dead and the slow endpoint (want < %s)", worst, bound)
 	}
 
 	// The status counts each trigger exactly once, whatever was re-sent.
@@ -297,14 +319,17 @@ func TestEndToEndKill9(t *testing.T) {
 		return st
 	}
 	total := int64(len(want))
-	waitFor(t, "status: healthy and flaky delivered every trigger once, none pending", time.Minute, func() bool {
-		h, f := statusOf("healthy"), statusOf("flaky")
-		return h.GetDelivered() == total && h.GetPending() == 0 && f.GetDelivered() == total && f.GetPending() == 0 && f.GetFailedAttempts() > 0
-	}, func() string { return fmt.Sprintf("healthy %v\nflaky %v", statusOf("healthy"), statusOf("flaky")) })
+	waitFor(t, "status: healthy, slow and flaky delivered every trigger once, none pending", time.Minute, func() bool {
+		h, f, s := statusOf("healthy"), statusOf("flaky"), statusOf("slow")
+		return h.GetDelivered() == total && h.GetPending() == 0 && f.GetDelivered() == total && f.GetPending() == 0 && f.GetFailedAttempts() > 0 &&
+			s.GetDelivered() == total && s.GetPending() == 0
+	}, func() string {
+		return fmt.Sprintf("healthy %v\nflaky %v\nslow %v", statusOf("healthy"), statusOf("flaky"), statusOf("slow"))
+	})
 	if st := statusOf("off"); st != nil {
 		t.Errorf("the disabled subscription has a status: %v", st)
 	}
-	t.Logf("flaky status %v; slow status %v; gone status %v", statusOf("flaky"), statusOf("slow"), statusOf("gone"))
+	t.Logf("flaky status %v; slow status %v; dead status %v; gone status %v", statusOf("flaky"), statusOf("slow"), statusOf("dead"), statusOf("gone"))
 }
 
 func tail(s string, n int) string {
