@@ -87,6 +87,12 @@ func New(topo *topology.Topology, log *slog.Logger) *group.Group[kitpb.VersionSe
 		if t.GetDeviceId() != c.Key() || t.GetEventTimeMs() <= 0 {
 			return fmt.Errorf("trigger of device %q at %d ms under key %q", t.GetDeviceId(), t.GetEventTimeMs(), c.Key())
 		}
+		if t.GetType() == geofencepb.TriggerType_TRIGGER_TYPE_CROSS {
+			// A crossing between two fixes leaves the device where it was
+			// (outside): it is no transition, and as a version it would
+			// hide the one it follows.
+			return nil
+		}
 		st := c.State()
 		if st == nil {
 			st = &kitpb.VersionSet{}

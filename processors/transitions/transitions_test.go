@@ -141,6 +141,8 @@ func TestPingsJoinAsOf(t *testing.T) {
 	}
 	trigger(h, "car-3", "depot", enter, 0)
 	trigger(h, "car-3", "depot", exit, time.Hour)
+	// A crossing of another fence while inside the depot changes nothing.
+	trigger(h, "car-3", "bridge", geofencepb.TriggerType_TRIGGER_TYPE_CROSS, 40*time.Minute)
 	h.Catchup()
 	ping(30 * time.Minute) // late: the device has left since
 	ping(90 * time.Minute)
