@@ -81,10 +81,16 @@ func subscriptionJSON(s *deliverypb.Subscription) *SubscriptionJSON {
 }
 
 func (s *Server) subscriptionRoutes() {
+	// A browser's cross-site request is refused (403): a page elsewhere must
+	// not disable a subscription through a browser that can reach fenceview.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin subscription writes are refused")
+	}))
 	m := s.mux
-	m.HandleFunc("PUT /v1/subscriptions/{id}", s.subsWrite(s.handlePutSubscription))
-	m.HandleFunc("DELETE /v1/subscriptions/{id}", s.subsWrite(s.handleDeleteSubscription))
-	m.HandleFunc("POST /v1/subscriptions/{id}/disable", s.subsWrite(s.handleDisableSubscription))
+	m.Handle("PUT /v1/subscriptions/{id}", cop.Handler(s.subsWrite(s.handlePutSubscription)))
+	m.Handle("DELETE /v1/subscriptions/{id}", cop.Handler(s.subsWrite(s.handleDeleteSubscription)))
+	m.Handle("POST /v1/subscriptions/{id}/disable", cop.Handler(s.subsWrite(s.handleDisableSubscription)))
 }
 
 // subsWrite refuses writes while they are off, and ids the producer would.

@@ -122,6 +122,17 @@ func TestSubscriptionPut(t *testing.T) {
 	if sub, _ := st.Current(context.Background(), "s1"); status != http.StatusOK || sub.GetEnabled() || sub.GetSecret() != "s3cret-value" || strings.Contains(body, "s3cret") {
 		t.Errorf("disable: %d %s, stored %v", status, body, sub)
 	}
+	// A browser's cross-site request (a form on another site) is refused.
+	req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/subscriptions/s1/disable", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site disable: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if status, _, body := send(t, http.MethodPost, f.srv.URL+"/v1/subscriptions/nope/disable", ""); status != http.StatusNotFound {
 		t.Errorf("disable of an unknown id: %d %s", status, body)
 	}
