@@ -86,6 +86,7 @@ type options struct {
 	hotStandby  bool
 	storage     statestore.Kind
 	noDemoFence bool
+	subsWrites  bool
 	http        host.HTTPFlags
 	brokerTLS   [2]string // cert, key files of the embedded broker
 	brokerUsers []embedded.User
@@ -123,6 +124,7 @@ func (o *options) register(fs *flag.FlagSet) error {
 	fs.DurationVar(&o.timerEvery, "timer-interval", group.DefaultTimerInterval, "how often every group looks for due timers (silence timeouts, window closes, expiries): a timer fires up to this late")
 	fs.TextVar(&o.storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
+	fs.BoolVar(&o.subsWrites, "subscription-writes", false, "let fenceview's API write subscriptions: PUT/DELETE /v1/subscriptions/{id}, POST /v1/subscriptions/{id}/disable (default: read-only, those answer 405); the API has no authentication")
 	fs.BoolVar(&o.noDemoFence, "no-demo-fences", false, "do not load the demo fences into an empty fences topic")
 	// The modules' own flags (the debouncer's settings, occupancy's bounds):
 	// one fence catalogue for all of them, fenceview and the simulator.
@@ -376,7 +378,8 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
 				fenceview.WithMaxStreams(o.http.MaxStreams),
 			},
-			HTTP: o.http.Opts(),
+			HTTP:               o.http.Opts(),
+			SubscriptionWrites: o.subsWrites,
 		})
 	})
 	// Every linked module (processors/modules) runs with the same options.

@@ -66,6 +66,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 0, "number of replicas sharing the partitions (with --replica)")
 	maxStale := fs.Duration("max-staleness", fenceview.DefaultMaxStaleness, "how old the views' data may be (not confirmed current with the brokers) before /readyz and reads answer 503; every answer carries its age in "+fenceview.DataAgeHeader)
 	peers := fs.String("peers", "", "replicas holding the other partitions: one base URL per replica in replica order (with --replica), or PARTITIONS=URL entries (with --shard)")
+	subsWrites := fs.Bool("subscription-writes", false, "serve PUT/DELETE /v1/subscriptions/{id} and POST /v1/subscriptions/{id}/disable, writing the subscriptions topic (default: read-only, those answer 405); put fenceview behind an authenticating proxy first: the API has no authentication")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,18 +109,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return fenceview.Run(ctx, fenceview.Options{
-		Topology:       topo,
-		Routes:         host.Routes(mods...),
-		Cluster:        cl,
-		Listener:       l,
-		Partitions:     int32(*partitions),
-		NoCreateTopics: *noCreate,
-		Log:            log,
-		ServerOpts:     []fenceview.Opt{fenceview.WithMap(mapCfg), fenceview.WithMaxStreams(httpf.MaxStreams)},
-		HTTP:           httpf.Opts(),
-		StateDir:       *stateDir,
-		Shard:          sh,
-		MaxStaleness:   *maxStale,
+		Topology:           topo,
+		Routes:             host.Routes(mods...),
+		Cluster:            cl,
+		Listener:           l,
+		Partitions:         int32(*partitions),
+		NoCreateTopics:     *noCreate,
+		Log:                log,
+		ServerOpts:         []fenceview.Opt{fenceview.WithMap(mapCfg), fenceview.WithMaxStreams(httpf.MaxStreams)},
+		HTTP:               httpf.Opts(),
+		StateDir:           *stateDir,
+		SubscriptionWrites: *subsWrites,
+		Shard:              sh,
+		MaxStaleness:       *maxStale,
 	})
 }
 

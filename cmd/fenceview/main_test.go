@@ -50,7 +50,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	var logs embeddedtest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--brokers", strings.Join(b.Addrs(), ","), "--listen", "127.0.0.1:0", "--partitions", "4", "--log-format", "json", "--tiles", "https://tiles.example/{z}/{x}/{y}.png"}, &logs)
+		done <- run(ctx, []string{"--brokers", strings.Join(b.Addrs(), ","), "--listen", "127.0.0.1:0", "--partitions", "4", "--log-format", "json", "--tiles", "https://tiles.example/{z}/{x}/{y}.png", "--subscription-writes"}, &logs)
 	}()
 
 	urlRE := regexp.MustCompile(`"url":"(http://127\.0\.0\.1:\d+/)"`)
@@ -103,6 +103,19 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `"tiles":"https://tiles.example/{z}/{x}/{y}.png"`) {
 		t.Fatalf("--tiles did not reach the page: %s", body)
+	}
+	// --subscription-writes reaches the server: a PUT is written, not refused.
+	req, err := http.NewRequest(http.MethodPut, base+"v1/subscriptions/hook-1", strings.NewReader(`{"url":"https://hooks.example/in","secret":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with --subscription-writes: %d %s", resp.StatusCode, body)
 	}
 
 	cancel()

@@ -29,6 +29,23 @@
 //	GET /v1/topology           Describe text, Mermaid, topics, processors and boundaries
 //	GET /healthz, GET /readyz, GET /metrics, GET / (the web page)
 //
+// Modules' routes (host.Route) are served beside these, e.g. the delivery
+// module's GET /v1/subscriptions/{id} (a subscription's delivery status).
+//
+// The only writes, off by default ([Options.SubscriptionWrites],
+// [WithSubscriptionWrites]; 405 naming --subscription-writes while off):
+//
+//	PUT    /v1/subscriptions/{id}          a subscription, JSON {url, secret, fence_ids, fence_tags, device_groups,
+//	                                       types (enter|exit|dwell), enabled (default true)}; checked with
+//	                                       delivery.Validate (400 with the reasons), body at most
+//	                                       [MaxSubscriptionBody] (413), written keyed by id
+//	DELETE /v1/subscriptions/{id}          a tombstone
+//	POST   /v1/subscriptions/{id}/disable  the latest record with enabled=false (404 if none)
+//
+// The secret is write-only: no answer carries it. Cross-origin browser
+// writes are refused (403). The API has no authentication of its own: turn
+// writes on only behind a proxy that authenticates.
+//
 // # Invariants
 //
 //   - Never stale, never empty by accident: while [Readiness] says not
@@ -47,8 +64,8 @@
 //   - Errors are JSON {"error": "...", "status": N} with that HTTP status:
 //     400 for a malformed id or parameter, 404 for an unknown fence, device
 //     or route, 405 with Allow for a method other than GET or HEAD on a
-//     route, 503 while not ready, 500 for a failing source. A 200 never
-//     carries an error.
+//     route (but the subscription writes when on), 503 while not ready, 500
+//     for a failing source. A 200 never carries an error.
 //   - Ids are validated with the producers' key rules
 //     ([topology.ValidateKey]: non-empty, valid UTF-8, at most 255 bytes)
 //     before any lookup.

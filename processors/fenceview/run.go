@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
@@ -20,6 +21,7 @@ import (
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
+	"github.com/fencestream/fencestream/topology/produce"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -77,6 +79,11 @@ type Options struct {
 	// every other partition from the peer holding it (default: nil, Goka views
 	// of every partition). Views of module routes stay whole.
 	Shard *Shard
+	// SubscriptionWrites serves PUT and DELETE /v1/subscriptions/{id} and
+	// POST /v1/subscriptions/{id}/disable, writing the topology's
+	// subscriptions topic (delivery.TopicSubscriptions, which it must
+	// declare). Default false: the API is read-only and those answer 405.
+	SubscriptionWrites bool
 }
 
 func (o *Options) validate() error {
@@ -203,6 +210,22 @@ func Run(ctx context.Context, o Options) error {
 		geofence.TopicOccupancy:       viewRecords[geofencepb.Occupancy, *geofencepb.Occupancy]{views.Occupancy, o.Partitions},
 		geofence.TopicVisitStatsTable: viewRecords[visitspb.FenceVisits, *visitspb.FenceVisits]{visitsView.v, o.Partitions},
 	}, held)))
+	if o.SubscriptionWrites {
+		tp, ok := topo.Topic(delivery.TopicSubscriptions)
+		if !ok {
+			return fmt.Errorf("fenceview: subscription writes: topology %s does not declare %s (link the delivery module)", topo.Name, delivery.TopicSubscriptions)
+		}
+		popts := []produce.Opt{produce.WithLogger(log)}
+		if o.Registerer != nil {
+			popts = append(popts, produce.WithRegisterer(o.Registerer))
+		}
+		st, err := NewSubscriptionTopic(o.Cluster, tp, popts...)
+		if err != nil {
+			return fmt.Errorf("fenceview: %w", err)
+		}
+		defer st.Close()
+		extra = append(extra, WithSubscriptionWrites(st))
+	}
 	feed := NewFeed(0)
 	consumer, err := NewTriggerConsumer(o.Cluster, feed, log, o.Registerer)
 	if err != nil {
@@ -250,7 +273,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Shard != nil {
 		holds = "partitions " + FormatPartitions(o.Shard.Partitions) + fmt.Sprintf(" (%d peers)", len(o.Shard.Peers))
 	}
-	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions, "holds", holds, "state_dir", o.StateDir)
+	log.Info("fenceview listening", "url", "http://"+o.Listener.Addr().String()+"/", "brokers", o.Cluster.Brokers, "partitions", o.Partitions, "holds", holds, "state_dir", o.StateDir, "subscription_writes", o.SubscriptionWrites)
 	return g.Wait()
 }
 

@@ -64,6 +64,7 @@ type config struct {
 	mapCfg    MapConfig
 	defaults  debounce.Settings
 	streams   int
+	subs      SubscriptionStore // nil: subscription writes refused
 }
 
 // WithMaxStreams caps the trigger streams (/v1/triggers/stream) open at once
@@ -173,6 +174,7 @@ func (s *Server) routes() {
 		m.Handle(r.pattern, r.h)
 	}
 	m.HandleFunc("GET /v1/config", s.handleConfig)
+	s.subscriptionRoutes()
 	// The catch-alls below match every method, so the mux would answer 404
 	// to POST /v1/fences; a path that GET serves gets 405 with Allow instead.
 	notFound := func(w http.ResponseWriter, r *http.Request) {

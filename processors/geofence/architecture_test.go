@@ -37,7 +37,8 @@ var (
 	// readers serve other processors' tables and may import the processors
 	// named here, for the read side of their state (decoding, summing parts).
 	readers = map[string][]string{
-		"processors/fenceview": {"processors/debounce", "processors/occupancy", "processors/visits"},
+		// delivery: the subscription write routes check records with its Validate.
+		"processors/fenceview": {"processors/debounce", "processors/occupancy", "processors/visits", "processors/delivery"},
 	}
 
 	// composers link processors into binaries or measure them: they may import
