@@ -47,20 +47,32 @@ func kjEach(right bool, prefix string, at int64) []kjRec {
 // timers after every record; otherwise once, at the end.
 func runJoinTable(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool) (map[string][]string, []string) {
 	t.Helper()
+	return joinWith(t, spec, recs, eager, func(l, r *geofencepb.Ping) string {
+		ls, rs := "null", "null"
+		if l != nil {
+			ls = l.GetDeviceId()
+		}
+		if r != nil {
+			rs = r.GetDeviceId()
+		}
+		return ls + "+" + rs
+	})
+}
+
+// joinWith joins the left and right records by key (a record's value is its
+// ping's device id), each result handed over as label writes it; it returns
+// the results per key in the order they came out, and the late records
+// ("key@t"). eager looks at the timers after every record; otherwise once,
+// at the end.
+func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label func(l, r *geofencepb.Ping) string) (map[string][]string, []string) {
+	t.Helper()
 	tt := tester.New(t)
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
 	g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
 	out := group.Output[geofencepb.Trigger](g, topicOut)
 	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
 		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
-			ls, rs := "null", "null"
-			if l != nil {
-				ls = l.GetDeviceId()
-			}
-			if r != nil {
-				rs = r.GetDeviceId()
-			}
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: ls + "+" + rs})
+			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: label(l, r)})
 			return nil
 		})
 	var mu sync.Mutex

@@ -1,21 +1,15 @@
 package group_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/lovoo/goka/tester"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
-	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 const topicRight = "gt-in-right"
@@ -41,73 +35,20 @@ type joinRec struct {
 // key and the late records.
 func runStreamJoin(t *testing.T, spec group.JoinSpec, recs []joinRec, eager bool) (map[string][]string, []string) {
 	t.Helper()
-	tt := tester.New(t)
-	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
-	g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
-		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
-			ls, rs := "-", "-"
-			if l != nil {
-				ls = fmt.Sprint("L@", l.GetDeviceTimeMs())
-			}
-			if r != nil {
-				rs = fmt.Sprint("R@", r.GetDeviceTimeMs())
-			}
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: ls + "|" + rs})
-			return nil
-		})
-	var mu sync.Mutex
-	var late []string
-	handle := func(right bool) func(c *jctx, p *geofencepb.Ping) error {
-		return func(c *jctx, p *geofencepb.Ping) error {
-			st := c.State()
-			if st == nil {
-				st = &kitpb.JoinBuffer{}
-			}
-			add := j.AddLeft
-			if right {
-				add = j.AddRight
-			}
-			if err := add(c, st, c.EventTime(), p); errors.Is(err, group.ErrLate) {
-				mu.Lock()
-				late = append(late, fmt.Sprintf("%s@%d", c.Key(), p.GetDeviceTimeMs()))
-				mu.Unlock()
-			} else if err != nil {
-				return err
-			}
-			c.SetState(st)
-			return nil
+	krecs := make([]kjRec, len(recs))
+	for i, r := range recs {
+		krecs[i] = kjRec{r.right, r.key, r.key, r.at}
+	}
+	return joinWith(t, spec, krecs, eager, func(l, r *geofencepb.Ping) string {
+		ls, rs := "-", "-"
+		if l != nil {
+			ls = fmt.Sprint("L@", l.GetDeviceTimeMs())
 		}
-	}
-	at := group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
-	group.Stream(g, topicIn, handle(false), at)
-	group.Stream(g, topicRight, handle(true), at)
-	wall := time.UnixMilli(base)
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilCleanup(t, proc.Run)
-	q := tt.NewQueueTracker(topicOut)
-	for _, r := range recs {
-		topic := topicIn
-		if r.right {
-			topic = topicRight
+		if r != nil {
+			rs = fmt.Sprint("R@", r.GetDeviceTimeMs())
 		}
-		tt.Consume(topic, r.key, &geofencepb.Ping{DeviceId: r.key, DeviceTimeMs: r.at})
-		if eager {
-			fireTimers(t, tt, proc)
-		}
-	}
-	fireTimers(t, tt, proc)
-	got := map[string][]string{}
-	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
-		got[k] = append(got[k], v.(*geofencepb.Trigger).GetFenceId())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return got, late
+		return ls + "|" + rs
+	})
 }
 
 // Kafka Streams' JoinWindows semantics: records join when their times
