@@ -212,7 +212,7 @@ func TestEndToEndKill9(t *testing.T) {
 
 	state := t.TempDir()
 	args := fmt.Sprintf("--brokers %s --state-dir %s --partitions %d --metrics-addr 127.0.0.1:0 --timer-interval 100ms"+
-		" --delivery-attempt-timeout 3s --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
+		" --delivery-attempt-timeout 3s --delivery-attempt-wait 25ms --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
 		" --delivery-breaker-failures 2 --delivery-breaker-cooldown 2s%s", b.Addrs()[0], state, partitions, os.Getenv("DELIVERY_E2E_EXTRA"))
 	a := startChild(t, args)
 	dump := func() string {

@@ -189,7 +189,7 @@ func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) erro
 		wait := time.NewTimer(d.cfg.attemptWait)
 		expired, progress := false, false
 		for _, j := range jobs {
-			if !expired {
+			if !expired && !d.send.slow(j.sub) { // a slow one would cost every call the whole wait
 				select {
 				case <-j.f.done:
 				case <-wait.C:
