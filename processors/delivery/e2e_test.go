@@ -148,8 +148,8 @@ func TestEndToEndKill9(t *testing.T) {
 	stop := make(chan struct{})
 	// slow answers 200, but only after slowDelay: far longer than the
 	// healthy one's instant answer, within the attempt timeout (issue 30's
-	// "slow at 10 s" scaled to this test's 3 s attempt timeout).
-	const slowDelay = 2 * time.Second
+	// "slow at 10 s" scaled to this test's 5 s attempt timeout).
+	const slowDelay = 3 * time.Second
 	slow := newReceiver(t, "s3cret-slow", func(_ int, w http.ResponseWriter) bool {
 		select {
 		case <-stop:
@@ -160,7 +160,7 @@ func TestEndToEndKill9(t *testing.T) {
 	dead := newReceiver(t, "s3cret-dead", func(_ int, w http.ResponseWriter) bool {
 		select { // never answers within the attempt timeout
 		case <-stop:
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return false
@@ -212,7 +212,7 @@ func TestEndToEndKill9(t *testing.T) {
 
 	state := t.TempDir()
 	args := fmt.Sprintf("--brokers %s --state-dir %s --partitions %d --metrics-addr 127.0.0.1:0 --timer-interval 100ms"+
-		" --delivery-attempt-timeout 3s --delivery-attempt-wait 25ms --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
+		" --delivery-attempt-timeout 5s --delivery-attempt-wait 25ms --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
 		" --delivery-breaker-failures 2 --delivery-breaker-cooldown 2s%s", b.Addrs()[0], state, partitions, os.Getenv("DELIVERY_E2E_EXTRA"))
 	a := startChild(t, args)
 	dump := func() string {
@@ -278,8 +278,11 @@ func TestEndToEndKill9(t *testing.T) {
 	if n := off.callCount(); n != 0 {
 		t.Errorf("the disabled subscription's endpoint was called %d times", n)
 	}
-	if n := gone.callCount(); n < 1 || n > partitions {
-		t.Errorf("the 410 endpoint was called %d times, want 1..%d (disabled at its first answer, in-flight ones aside)", n, partitions)
+	// Disabled when its first answer is applied; until then each device
+	// may have its head in flight (an answer not back within the attempt
+	// wait is applied by the timer), so at most one call per device.
+	if n := gone.callCount(); n < 1 || n > devices {
+		t.Errorf("the 410 endpoint was called %d times, want 1..%d (disabled at its first answer applied, in-flight ones aside)", n, devices)
 	}
 	// The dead and the slow endpoint delay no other: every trigger
 	// produced while the first process ran reached the healthy receiver
@@ -287,7 +290,7 @@ func TestEndToEndKill9(t *testing.T) {
 	// timer applies a slow answer), so no partition waits for the slow
 	// answers; before that, a handler call waited for every
 	// subscription's attempt, and each trigger of a partition cost the
-	// slow answer to every subscriber there (p99 57 s, worst 59 s here).
+	// slow answer to every subscriber there (with a 2 s answer: p99 57 s).
 	var lat []time.Duration
 	healthy.mu.Lock()
 	seen := map[string]bool{}
@@ -302,7 +305,9 @@ func TestEndToEndKill9(t *testing.T) {
 	p99 := lat[(len(lat)*99+99)/100-1]
 	t.Logf("healthy: first-phase delivery after its produce p50 %s, p99 %s, worst %s (slow answers after %s); dead endpoint called %d times",
 		lat[len(lat)/2], p99, lat[len(lat)-1], slowDelay, dead.callCount())
-	if bound := slowDelay / 2; p99 > bound {
+	// The bound is one slow answer: the old code's p99 was many of them;
+	// measured now 0.4-0.9 s on a loaded 2-core machine.
+	if bound := slowDelay; p99 > bound {
 		t.Errorf("healthy deliveries waited up to %s (p99) behind the dead and the slow endpoint (want < %s)", p99, bound)
 	}
 
