@@ -88,7 +88,8 @@ func Module(opts ...Opt) host.Module {
 			return []group.Declarer{gs.Deliveries, gs.Status}, nil
 		},
 		Flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&cfg.attemptTimeout, "delivery-attempt-timeout", cfg.attemptTimeout, "longest wait for a webhook's answer; attempts run in the partition's handler")
+			fs.DurationVar(&cfg.attemptTimeout, "delivery-attempt-timeout", cfg.attemptTimeout, "longest wait for a webhook's answer")
+			fs.DurationVar(&cfg.attemptWait, "delivery-attempt-wait", cfg.attemptWait, "how long a handler waits for an answer before the attempt goes on in the background (its answer applied by the device's timer)")
 			fs.IntVar(&cfg.maxAttempts, "delivery-max-attempts", cfg.maxAttempts, "failed attempts after which a trigger is given up (delivery-dead, reason attempts)")
 			fs.DurationVar(&cfg.maxAge, "delivery-max-age", cfg.maxAge, "wall time after a trigger's first attempt after which it is given up (reason max-age)")
 			fs.DurationVar(&cfg.backoffBase, "delivery-backoff", cfg.backoffBase, "first retry delay; doubles per failure, with jitter, at least the endpoint's Retry-After")

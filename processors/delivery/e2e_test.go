@@ -117,7 +117,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool,
 // once, in device order, signed; the status counts each exactly once; the
 // disabled subscription gets nothing, the 410 one is disabled after its
 // first answers; the slow one gets every trigger in device order; and the
-// dead endpoint does not delay the healthy one (the slow one does, bounded).
+// dead and the slow endpoint do not delay the healthy one.
 func TestEndToEndKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process and broker test")
@@ -146,10 +146,10 @@ func TestEndToEndKill9(t *testing.T) {
 		return true
 	})
 	stop := make(chan struct{})
-	// slow answers 200, but only after slowDelay: longer than the healthy
-	// one's instant answer, within the attempt timeout (issue 30's "slow at
-	// 10 s" scaled to this test's 1 s attempt timeout).
-	const slowDelay = 250 * time.Millisecond
+	// slow answers 200, but only after slowDelay: far longer than the
+	// healthy one's instant answer, within the attempt timeout (issue 30's
+	// "slow at 10 s" scaled to this test's 5 s attempt timeout).
+	const slowDelay = 3 * time.Second
 	slow := newReceiver(t, "s3cret-slow", func(_ int, w http.ResponseWriter) bool {
 		select {
 		case <-stop:
@@ -160,7 +160,7 @@ func TestEndToEndKill9(t *testing.T) {
 	dead := newReceiver(t, "s3cret-dead", func(_ int, w http.ResponseWriter) bool {
 		select { // never answers within the attempt timeout
 		case <-stop:
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return false
@@ -212,7 +212,7 @@ func TestEndToEndKill9(t *testing.T) {
 
 	state := t.TempDir()
 	args := fmt.Sprintf("--brokers %s --state-dir %s --partitions %d --metrics-addr 127.0.0.1:0 --timer-interval 100ms"+
-		" --delivery-attempt-timeout 1s --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
+		" --delivery-attempt-timeout 5s --delivery-attempt-wait 25ms --delivery-backoff 200ms --delivery-backoff-max 1s --delivery-max-attempts 1000"+
 		" --delivery-breaker-failures 2 --delivery-breaker-cooldown 2s%s", b.Addrs()[0], state, partitions, os.Getenv("DELIVERY_E2E_EXTRA"))
 	a := startChild(t, args)
 	dump := func() string {
@@ -278,31 +278,37 @@ func TestEndToEndKill9(t *testing.T) {
 	if n := off.callCount(); n != 0 {
 		t.Errorf("the disabled subscription's endpoint was called %d times", n)
 	}
-	if n := gone.callCount(); n < 1 || n > partitions {
-		t.Errorf("the 410 endpoint was called %d times, want 1..%d (disabled at its first answer, in-flight ones aside)", n, partitions)
+	// Disabled when its first answer is applied; until then each device
+	// may have its head in flight (an answer not back within the attempt
+	// wait is applied by the timer), so at most one call per device.
+	if n := gone.callCount(); n < 1 || n > devices {
+		t.Errorf("the 410 endpoint was called %d times, want 1..%d (disabled at its first answer applied, in-flight ones aside)", n, devices)
 	}
-	// The dead endpoint delays no other: every trigger produced while the
-	// first process ran reached the healthy receiver soon after it was sent.
-	var worst time.Duration
+	// The dead and the slow endpoint delay no other: every trigger
+	// produced while the first process ran reached the healthy receiver
+	// soon after it was sent. Attempts outlive the handler call (the
+	// timer applies a slow answer), so no partition waits for the slow
+	// answers; before that, a handler call waited for every
+	// subscription's attempt, and each trigger of a partition cost the
+	// slow answer to every subscriber there (with a 2 s answer: p99 57 s).
+	var lat []time.Duration
 	healthy.mu.Lock()
+	seen := map[string]bool{}
 	for i, p := range healthy.got {
-		if at, ok := sent[p.TriggerID]; ok && slices.Contains(phase1, p.TriggerID) {
-			worst = max(worst, healthy.arrived[i].Sub(at))
+		if at, ok := sent[p.TriggerID]; ok && slices.Contains(phase1, p.TriggerID) && !seen[p.TriggerID] {
+			seen[p.TriggerID] = true
+			lat = append(lat, healthy.arrived[i].Sub(at))
 		}
 	}
 	healthy.mu.Unlock()
-	t.Logf("healthy: slowest first-phase delivery %s after its produce; dead endpoint called %d times", worst, dead.callCount())
-	// Known limitation (issue 30): a slow endpoint that answers does delay
-	// the others. A handler call waits for every subscription's attempt and
-	// a partition runs one call at a time, so each trigger of a partition
-	// costs the slow answer to every subscriber there; answers never open
-	// the breaker. The bound allows that cost for half of the first phase's
-	// triggers (its busiest partitions) on top of the dead endpoint's, and
-	// no more: attempts serialised across partitions would cost 25 s.
-	// Measured: 1-2 s without the slow endpoint, 9 s with it; 29 s with the
-	// breaker off.
-	if bound := 8*time.Second + time.Duration(len(phase1)/2)*slowDelay; worst > bound {
-		t.Errorf("healthy deliveries waited up to %s behind the dead and the slow endpoint (want < %s)", worst, bound)
+	slices.Sort(lat)
+	p99 := lat[(len(lat)*99+99)/100-1]
+	t.Logf("healthy: first-phase delivery after its produce p50 %s, p99 %s, worst %s (slow answers after %s); dead endpoint called %d times",
+		lat[len(lat)/2], p99, lat[len(lat)-1], slowDelay, dead.callCount())
+	// The bound is one slow answer: the old code's p99 was many of them;
+	// measured now 0.4-0.9 s on a loaded 2-core machine.
+	if bound := slowDelay; p99 > bound {
+		t.Errorf("healthy deliveries waited up to %s (p99) behind the dead and the slow endpoint (want < %s)", p99, bound)
 	}
 
 	// The status counts each trigger exactly once, whatever was re-sent.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +38,7 @@ type deliverer struct {
 	cfg      config
 	subs     *Subscriptions
 	send     *sender
+	flights  *flights
 	m        *metrics
 	outcomes group.Out[deliverypb.Outcome, *deliverypb.Outcome]
 	dead     group.Out[deliverypb.DeadDelivery, *deliverypb.DeadDelivery]
@@ -49,11 +49,11 @@ type deliverer struct {
 // time one of its queue heads is due.
 const retryTimer = "retry"
 
-// maxRounds bounds the attempts of one handler call per queue: a backlog
-// drains round by round (each a request per subscription, in parallel),
-// the rest on the timer. Rounds also stop once a call has spent the
-// attempt timeout, so one call holds its partition at most about twice
-// the attempt timeout.
+// maxRounds bounds the rounds of one handler call per queue: a backlog
+// drains round by round (each a request per subscription, in parallel,
+// waited for at most WithAttemptWait), the rest on the timer. Rounds also
+// stop once a call has spent the attempt timeout, so one call holds its
+// partition at most the attempt timeout plus the attempt wait.
 const maxRounds = 32
 
 // New defines both groups over topo, which must include Declaration (Compose
@@ -71,7 +71,7 @@ func New(topo *topology.Topology, log *slog.Logger, reg prometheus.Registerer, o
 		return Groups{}, fmt.Errorf("delivery: metrics: %w", err)
 	}
 	subs := cmp.Or(cfg.subs, NewSubscriptions())
-	d := &deliverer{cfg: cfg, subs: subs, send: newSender(&cfg, m), m: m}
+	d := &deliverer{cfg: cfg, subs: subs, send: newSender(&cfg, m), flights: newFlights(), m: m}
 	g := group.New[deliverypb.DeviceDeliveries](topo, Group, log)
 	group.Stream(g, geofence.TopicTriggers, d.trigger)
 	group.OnTimer(g, d.timer)
@@ -126,13 +126,16 @@ func (d *deliverer) queue(c *DeviceContext, st *deliverypb.DeviceDeliveries, sub
 
 // pump attempts each queue's head that is due, one request per
 // subscription in parallel, and again after each success (up to maxRounds);
-// then it stores the state and sets the retry timer at the earliest head
-// still waiting.
+// an attempt not answered within the attempt wait goes on in the
+// background (flights) and a later call, on the timer, applies its answer.
+// Then it stores the state and sets the retry timer at the earliest head
+// still waiting (an attempt in flight: the attempt wait from now).
 func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) error {
 	type job struct {
 		q   *deliverypb.Queue
 		sub *deliverypb.Subscription
-		r   result
+		k   flightKey
+		f   *flight
 	}
 	began := d.cfg.now()
 	for round := range maxRounds {
@@ -155,27 +158,51 @@ func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) erro
 				continue
 			}
 			head := q.Items[0]
+			k := flightKey{device: c.Key(), sub: q.GetSubscriptionId(), trigger: head.GetTrigger().GetTriggerId()}
+			if f := d.flights.get(k); f != nil {
+				if f.answered() {
+					jobs = append(jobs, &job{q: q, sub: sub, k: k, f: f})
+				}
+				continue // an attempt started earlier: its result first
+			}
 			if head.GetAttempts() > 0 && now.Sub(time.UnixMilli(head.GetFirstAttemptMs())) >= d.cfg.maxAge {
 				d.giveUp(c, q.GetSubscriptionId(), head, "max-age", head.GetLastError())
 				q.Items = q.Items[1:]
 				continue // its next item is attempted next round
 			}
 			if head.GetNextAttemptMs() <= now.UnixMilli() {
-				jobs = append(jobs, &job{q: q, sub: sub})
+				jobs = append(jobs, &job{q: q, sub: sub, k: k})
 			}
 		}
 		if len(jobs) == 0 {
 			break
 		}
-		var wg sync.WaitGroup
+		ctx := c.Context()
 		for _, j := range jobs {
-			wg.Go(func() { j.r = d.send.attempt(c.Context(), j.sub, j.q.Items[0].GetTrigger()) })
+			if j.f == nil {
+				j.f = d.flights.start(ctx, d.send, j.k, j.sub, j.q.Items[0].GetTrigger())
+			}
 		}
-		wg.Wait()
-		progress := false
+		// Wait a little for the answers (a healthy endpoint's come well
+		// within it); an attempt still running then keeps running and the
+		// timer applies it, so a slow endpoint delays no other.
+		wait := time.NewTimer(d.cfg.attemptWait)
+		expired, progress := false, false
 		for _, j := range jobs {
-			progress = d.apply(c, j.q, j.sub, j.r) || progress
+			if !expired && !d.send.slow(j.sub) { // a slow one would cost every call the whole wait
+				select {
+				case <-j.f.done:
+				case <-wait.C:
+					expired = true
+				}
+			}
+			if !j.f.answered() {
+				continue
+			}
+			d.flights.take(j.k)
+			progress = d.apply(c, j.q, j.sub, j.f.r) || progress
 		}
+		wait.Stop()
 		if !progress {
 			break
 		}
@@ -194,8 +221,12 @@ func (d *deliverer) pump(c *DeviceContext, st *deliverypb.DeviceDeliveries) erro
 		return nil
 	}
 	next := int64(0)
+	poll := d.cfg.now().Add(d.cfg.attemptWait).UnixMilli()
 	for _, q := range st.Queues {
 		at := q.Items[0].GetNextAttemptMs()
+		if d.flights.get(flightKey{device: c.Key(), sub: q.GetSubscriptionId(), trigger: q.Items[0].GetTrigger().GetTriggerId()}) != nil {
+			at = poll // its attempt runs (or has answered): look again soon
+		}
 		if next == 0 || at < next {
 			next = at
 		}

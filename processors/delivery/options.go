@@ -12,6 +12,7 @@ type Opt func(*config)
 
 type config struct {
 	attemptTimeout      time.Duration
+	attemptWait         time.Duration
 	maxAttempts         int
 	maxAge              time.Duration
 	backoffBase         time.Duration
@@ -29,6 +30,7 @@ type config struct {
 // Defaults (see each option).
 const (
 	DefaultAttemptTimeout      = 2 * time.Second
+	DefaultAttemptWait         = 100 * time.Millisecond
 	DefaultMaxAttempts         = 12
 	DefaultMaxAge              = 24 * time.Hour
 	DefaultBackoff             = time.Second
@@ -41,17 +43,22 @@ const (
 
 func defaultConfig() config {
 	return config{
-		attemptTimeout: DefaultAttemptTimeout, maxAttempts: DefaultMaxAttempts, maxAge: DefaultMaxAge,
+		attemptTimeout: DefaultAttemptTimeout, attemptWait: DefaultAttemptWait, maxAttempts: DefaultMaxAttempts, maxAge: DefaultMaxAge,
 		backoffBase: DefaultBackoff, backoffMax: DefaultBackoffMax, maxPending: DefaultMaxPending,
 		endpointConcurrency: DefaultEndpointConcurrency, breakerFailures: DefaultBreakerFailures,
 		breakerCooldown: DefaultBreakerCooldown, capDelay: 200 * time.Millisecond, now: time.Now,
 	}
 }
 
-// WithAttemptTimeout bounds one HTTP request (default 2 s). Attempts run in
-// the partition's handler, so this is the longest one endpoint can hold a
-// partition before its breaker opens.
+// WithAttemptTimeout bounds one HTTP request (default 2 s).
 func WithAttemptTimeout(d time.Duration) Opt { return func(c *config) { c.attemptTimeout = d } }
+
+// WithAttemptWait is how long a handler call waits for an attempt's answer
+// (default 100 ms). An attempt still running then goes on in the
+// background and the device's timer applies its answer about this long
+// later, so a slow endpoint holds no partition; a crash loses the answer
+// and the trigger is sent again (at least once).
+func WithAttemptWait(d time.Duration) Opt { return func(c *config) { c.attemptWait = d } }
 
 // WithMaxAttempts is how many failed attempts dead-letter a trigger
 // (default 12).
@@ -104,6 +111,7 @@ func (c *config) validate() error {
 		}
 	}
 	positive("attempt timeout", c.attemptTimeout > 0, c.attemptTimeout)
+	positive("attempt wait", c.attemptWait > 0, c.attemptWait)
 	positive("max attempts", c.maxAttempts > 0, c.maxAttempts)
 	positive("max age", c.maxAge > 0, c.maxAge)
 	positive("backoff", c.backoffBase > 0, c.backoffBase)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
@@ -150,6 +151,12 @@ func newSender(cfg *config, m *metrics) *sender {
 	return &sender{cfg: cfg, client: &c, eps: map[string]*endpoint{}, m: m}
 }
 
+// slow reports whether sub's endpoint answered its last attempt slower than
+// the attempt wait.
+func (s *sender) slow(sub *deliverypb.Subscription) bool {
+	return s.endpoint(endpointOf(sub.GetUrl())).slow.Load()
+}
+
 // endpointOf is the breaker's key of a URL: its origin.
 func endpointOf(raw string) string {
 	u, err := url.Parse(raw)
@@ -194,6 +201,7 @@ func (s *sender) attempt(ctx context.Context, sub *deliverypb.Subscription, tr *
 		ep.release()
 		return result{skipped: true, notBefore: now}
 	}
+	ep.slow.Store(r.took > s.cfg.attemptWait)
 	failed := !r.ok && !r.gone && (r.status == 0 || r.status == http.StatusTooManyRequests || r.status >= 500)
 	if ep.record(failed, s.cfg.now(), s.cfg.breakerFailures, s.cfg.breakerCooldown) {
 		s.m.breakerOpens.WithLabelValues(ep.name).Inc()
@@ -286,6 +294,9 @@ func backoff(n uint32, base, ceiling, retryAfter time.Duration) time.Duration {
 type endpoint struct {
 	name  string
 	slots chan struct{}
+	// slow: its last answer took longer than the attempt wait, so a
+	// handler does not wait for its next one.
+	slow atomic.Bool
 
 	mu       sync.Mutex
 	failures int
