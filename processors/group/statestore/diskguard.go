@@ -171,12 +171,15 @@ func (w *dirWatch) flushIdle(tables []*health) {
 
 // fail makes err sticky and marks every table.
 func (w *dirWatch) fail(err error, tables []*health) {
-	if w.failed.CompareAndSwap(nil, &err) {
+	// mine is never written once its address is published: readers load it
+	// through w.failed without a lock.
+	mine := err
+	if w.failed.CompareAndSwap(nil, &mine) {
 		w.cfg.log.Error("state directory cannot be written; stopping", "dir", w.dir, "tables", len(tables), "err", err)
 	}
-	err = *w.failed.Load()
+	first := *w.failed.Load()
 	for _, h := range tables {
-		_ = h.setUnwritable(err, false)
+		_ = h.setUnwritable(first, false)
 	}
 }
 
