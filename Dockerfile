@@ -3,7 +3,8 @@
 #
 #   docker build -t fencestream:local .
 
-FROM golang:1.26 AS build
+FROM golang:1.27 AS build
+ENV GOTOOLCHAIN=go1.27.3
 WORKDIR /src
 # Modules first, so source edits do not re-download them.
 COPY go.mod go.sum ./

@@ -1,6 +1,6 @@
 module github.com/fencestream/fencestream
 
-go 1.26.5
+go 1.27.3
 
 require (
 	github.com/IBM/sarama v1.61.1
