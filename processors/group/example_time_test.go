@@ -9,8 +9,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -56,14 +56,14 @@ func Example_windows() {
 	// 2. Handlers: the state is the window set itself.
 	type ctx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
 	g := group.New[kitpb.WindowSet](topo, grp, slog.New(slog.DiscardHandler))
-	hours := group.Output[geofencepb.Occupancy](g, hourly)
+	hours := group.Output[testpb.Occupancy](g, hourly)
 	windows := group.NewWindows(g, "enters", group.Tumbling(time.Hour, 10*time.Minute),
 		func(st *kitpb.WindowSet) *kitpb.WindowSet { return st },
-		func(c *ctx, _ *kitpb.WindowSet, w group.Window[geofencepb.Trigger, *geofencepb.Trigger]) error {
-			hours.Emit(c, c.Key(), &geofencepb.Occupancy{FenceId: c.Key(), EntersTotal: uint64(w.Count), LastChangeMs: w.End.UnixMilli()})
+		func(c *ctx, _ *kitpb.WindowSet, w group.Window[testpb.Trigger, *testpb.Trigger]) error {
+			hours.Emit(c, c.Key(), &testpb.Occupancy{FenceId: c.Key(), EntersTotal: uint64(w.Count), LastChangeMs: w.End.UnixMilli()})
 			return nil
 		})
-	group.Stream(g, enters, func(c *ctx, t *geofencepb.Trigger) error {
+	group.Stream(g, enters, func(c *ctx, t *testpb.Trigger) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
@@ -73,7 +73,7 @@ func Example_windows() {
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
+	}, group.EventTime(func(t *testpb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
 
 	// 3. Run it on Goka's tester (a test would use tester.New(t)).
 	tt := tester.New(exampleT{})
@@ -90,7 +90,7 @@ func Example_windows() {
 	defer func() { stop(); <-done }()
 	out := tt.NewQueueTracker(hourly)
 	enter := func(id, fence string, at time.Duration) {
-		tt.Consume(enters, fence, &geofencepb.Trigger{TriggerId: id, FenceId: fence, Type: geofencepb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
+		tt.Consume(enters, fence, &testpb.Trigger{TriggerId: id, FenceId: fence, Type: testpb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
 	}
 	enter("a", "depot", 5*time.Minute)
 	enter("b", "depot", 40*time.Minute)
@@ -103,7 +103,7 @@ func Example_windows() {
 	}
 	tt.Catchup()
 	for k, v, ok := out.Next(); ok; k, v, ok = out.Next() {
-		o := v.(*geofencepb.Occupancy)
+		o := v.(*testpb.Occupancy)
 		fmt.Printf("%s: %d ENTERs in the hour ending %s\n", k, o.GetEntersTotal(), time.UnixMilli(o.GetLastChangeMs()).UTC().Format("15:04"))
 	}
 	enter("f", "depot", 59*time.Minute) // that hour is final now

@@ -8,8 +8,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -51,8 +51,8 @@ func Example_versionedJoin() {
 	// The versioned table: the group's state is the version set itself.
 	type vctx = group.Context[kitpb.VersionSet, *kitpb.VersionSet]
 	vg := group.New[kitpb.VersionSet](topo, versions, log)
-	fences := group.NewVersionedTable[geofencepb.Fence](vg, "fences", group.VersionSpec{History: 24 * time.Hour}, set)
-	group.Stream(vg, changes, func(c *vctx, f *geofencepb.Fence) error {
+	fences := group.NewVersionedTable[testpb.Fence](vg, "fences", group.VersionSpec{History: 24 * time.Hour}, set)
+	group.Stream(vg, changes, func(c *vctx, f *testpb.Fence) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.VersionSet{}
@@ -65,12 +65,12 @@ func Example_versionedJoin() {
 	})
 
 	// The join: each ENTER reads the fence valid at its event time.
-	type nctx = group.Context[geofencepb.Occupancy, *geofencepb.Occupancy]
-	ng := group.New[geofencepb.Occupancy](topo, namer, log)
-	fenceAt := group.JoinVersioned[geofencepb.Fence](ng, versions+"-table", set)
-	group.Stream(ng, enters, func(c *nctx, t *geofencepb.Trigger) error {
+	type nctx = group.Context[testpb.Occupancy, *testpb.Occupancy]
+	ng := group.New[testpb.Occupancy](topo, namer, log)
+	fenceAt := group.JoinVersioned[testpb.Fence](ng, versions+"-table", set)
+	group.Stream(ng, enters, func(c *nctx, t *testpb.Trigger) error {
 		at := time.UnixMilli(t.GetEventTimeMs())
-		err := fenceAt.Left(c, at, func(v group.Version[geofencepb.Fence, *geofencepb.Fence]) error {
+		err := fenceAt.Left(c, at, func(v group.Version[testpb.Fence, *testpb.Fence]) error {
 			if !v.Found() {
 				fmt.Printf("%s entered %s at %s: no such fence then\n", t.GetDeviceId(), c.Key(), at.UTC().Format("15:04"))
 				return nil
@@ -83,7 +83,7 @@ func Example_versionedJoin() {
 		}
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.Occupancy{FenceId: c.Key()}
+			st = &testpb.Occupancy{FenceId: c.Key()}
 		}
 		st.EntersTotal++
 		c.SetState(st)
@@ -106,10 +106,10 @@ func Example_versionedJoin() {
 	}
 	t0 := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 	fence := func(name string, at time.Duration) {
-		tt.Consume(changes, "depot", &geofencepb.Fence{FenceId: "depot", Name: name, RadiusM: 50}, tester.WithTime(t0.Add(at)))
+		tt.Consume(changes, "depot", &testpb.Fence{FenceId: "depot", Name: name, RadiusM: 50}, tester.WithTime(t0.Add(at)))
 	}
 	enter := func(device string, at time.Duration) {
-		tt.Consume(enters, "depot", &geofencepb.Trigger{DeviceId: device, FenceId: "depot", Type: geofencepb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
+		tt.Consume(enters, "depot", &testpb.Trigger{DeviceId: device, FenceId: "depot", Type: testpb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
 	}
 	fence("Depot, old gate", 0)
 	fence("Depot, new gate", time.Hour)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -47,7 +47,7 @@ func kjEach(right bool, prefix string, at int64) []kjRec {
 // timers after every record; otherwise once, at the end.
 func runJoinTable(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool) (map[string][]string, []string) {
 	t.Helper()
-	return joinWith(t, spec, recs, eager, func(l, r *geofencepb.Ping) string {
+	return joinWith(t, spec, recs, eager, func(l, r *testpb.Ping) string {
 		ls, rs := "null", "null"
 		if l != nil {
 			ls = l.GetDeviceId()
@@ -64,21 +64,21 @@ func runJoinTable(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool) (
 // the results per key in the order they came out, and the late records
 // ("key@t"). eager looks at the timers after every record; otherwise once,
 // at the end.
-func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label func(l, r *geofencepb.Ping) string) (map[string][]string, []string) {
+func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label func(l, r *testpb.Ping) string) (map[string][]string, []string) {
 	t.Helper()
 	tt := tester.New(t)
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
 	g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
-		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: label(l, r)})
+		func(c *jctx, _ *kitpb.JoinBuffer, l, r *testpb.Ping) error {
+			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: label(l, r)})
 			return nil
 		})
 	var mu sync.Mutex
 	var late []string
-	handle := func(right bool) func(c *jctx, p *geofencepb.Ping) error {
-		return func(c *jctx, p *geofencepb.Ping) error {
+	handle := func(right bool) func(c *jctx, p *testpb.Ping) error {
+		return func(c *jctx, p *testpb.Ping) error {
 			st := c.State()
 			if st == nil {
 				st = &kitpb.JoinBuffer{}
@@ -98,7 +98,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 			return nil
 		}
 	}
-	at := group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
+	at := group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
 	group.Stream(g, topicIn, handle(false), at)
 	group.Stream(g, topicRight, handle(true), at)
 	wall := time.UnixMilli(base)
@@ -113,7 +113,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 		if r.right {
 			topic = topicRight
 		}
-		tt.Consume(topic, r.key, &geofencepb.Ping{DeviceId: r.value, DeviceTimeMs: r.at})
+		tt.Consume(topic, r.key, &testpb.Ping{DeviceId: r.value, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, tt, proc)
 		}
@@ -121,7 +121,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 	fireTimers(t, tt, proc)
 	got := map[string][]string{}
 	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
-		got[k] = append(got[k], v.(*geofencepb.Trigger).GetFenceId())
+		got[k] = append(got[k], v.(*testpb.Trigger).GetFenceId())
 	}
 	mu.Lock()
 	defer mu.Unlock()

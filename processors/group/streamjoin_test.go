@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -39,7 +39,7 @@ func runStreamJoin(t *testing.T, spec group.JoinSpec, recs []joinRec, eager bool
 	for i, r := range recs {
 		krecs[i] = kjRec{r.right, r.key, r.key, r.at}
 	}
-	return joinWith(t, spec, krecs, eager, func(l, r *geofencepb.Ping) string {
+	return joinWith(t, spec, krecs, eager, func(l, r *testpb.Ping) string {
 		ls, rs := "-", "-"
 		if l != nil {
 			ls = fmt.Sprint("L@", l.GetDeviceTimeMs())
@@ -132,7 +132,7 @@ func TestStreamJoinSpecRefused(t *testing.T) {
 	} {
 		g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
 		group.NewStreamJoin(g, "j", tc.spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
-			func(*group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer], *kitpb.JoinBuffer, *geofencepb.Ping, *geofencepb.Ping) error {
+			func(*group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer], *kitpb.JoinBuffer, *testpb.Ping, *testpb.Ping) error {
 				return nil
 			})
 		_, err := g.Graph()

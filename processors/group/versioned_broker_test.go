@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -120,7 +120,7 @@ func TestVersionedJoinRestart(t *testing.T) {
 	describe := func(recs []*kgo.Record) []string {
 		var out []string
 		for _, r := range recs {
-			var tr geofencepb.Trigger
+			var tr testpb.Trigger
 			if err := proto.Unmarshal(r.Value, &tr); err != nil {
 				t.Fatal(err)
 			}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -63,11 +63,11 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 	t.Helper()
 	h := &conformance{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	add := build(g, func(c *wsCtx, start, end time.Time, count int64, sum float64) {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})
 	})
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
@@ -82,7 +82,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -100,7 +100,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]string, []string) {
 	t.Helper()
 	for _, r := range recs {
-		h.tt.Consume(topicIn, r.key, &geofencepb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
+		h.tt.Consume(topicIn, r.key, &testpb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, h.tt, h.proc)
 		}
@@ -112,7 +112,7 @@ func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]st
 		if !ok {
 			break
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		got[k] = append(got[k], fmt.Sprintf("[%d,%s) n=%d sum=%g", tr.GetEventTimeMs(), tr.GetFenceId(), int64(tr.GetHlc()), tr.GetLat()))
 	}
 	h.mu.Lock()
@@ -124,7 +124,7 @@ func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]st
 func fixedWindows(spec group.WindowSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 		w := group.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, win.Start, win.End, win.Count, win.Sum)
 				return nil
 			})
@@ -229,8 +229,8 @@ func TestWindowEmitUpdates(t *testing.T) {
 func sessionWindows(spec group.SessionSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(into, from *geofencepb.Ping) { into.Lon = max(into.Lon, from.Lon) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(into, from *testpb.Ping) { into.Lon = max(into.Lon, from.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				n := win.Count
 				if win.Removed {
 					n = -1
@@ -239,7 +239,7 @@ func sessionWindows(spec group.SessionSpec) func(g *group.Group[kitpb.WindowSet,
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, func(agg *geofencepb.Ping) { agg.Lon = max(agg.Lon, value) })
+			return s.Add(c, st, at, value, func(agg *testpb.Ping) { agg.Lon = max(agg.Lon, value) })
 		}
 	}
 }
@@ -300,13 +300,13 @@ func TestConformanceSessions(t *testing.T) {
 func slidingWindows(spec group.SlidingSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 		s := group.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(acc, rec *geofencepb.Ping) { acc.Lon = max(acc.Lon, rec.Lon) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(acc, rec *testpb.Ping) { acc.Lon = max(acc.Lon, rec.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, win.Start, win.End, win.Count, win.Sum)
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, &geofencepb.Ping{Lon: value})
+			return s.Add(c, st, at, value, &testpb.Ping{Lon: value})
 		}
 	}
 }

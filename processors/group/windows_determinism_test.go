@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -31,10 +31,10 @@ import (
 // that closes every window. Event times lie in the past, so stream time never
 // meets the wall clock.
 // Under the race detector the input is 2,000 records (the tests' bounds scale).
-func detInput() []*geofencepb.Ping {
+func detInput() []*testpb.Ping {
 	r := rand.New(rand.NewPCG(19, 19))
 	now := int64(1_700_000_000_000)
-	var in []*geofencepb.Ping
+	var in []*testpb.Ping
 	for i := range detRecords() - 1 {
 		now += r.Int64N(41)
 		at := now - r.Int64N(4000)
@@ -42,9 +42,9 @@ func detInput() []*geofencepb.Ping {
 			at = now - 20_000
 		}
 		key := fmt.Sprintf("k%03d", r.IntN(200))
-		in = append(in, &geofencepb.Ping{DeviceId: key, Lat: float64(r.IntN(100)), DeviceTimeMs: at, Hlc: uint64(i)})
+		in = append(in, &testpb.Ping{DeviceId: key, Lat: float64(r.IntN(100)), DeviceTimeMs: at, Hlc: uint64(i)})
 	}
-	return append(in, &geofencepb.Ping{DeviceId: "k000", DeviceTimeMs: now + time.Hour.Milliseconds()})
+	return append(in, &testpb.Ping{DeviceId: "k000", DeviceTimeMs: now + time.Hour.Milliseconds()})
 }
 
 func detRecords() int {
@@ -65,25 +65,25 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 // sliding windows of 5 s with 2 s of grace; otherwise detSpec.
 func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
+	out := group.Output[testpb.Trigger](g, topicOut)
+	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
 		return nil
 	}
 	self := func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }
-	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*geofencepb.Ping)) error
+	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*testpb.Ping)) error
 	switch kind {
 	case "sessions":
 		add = group.NewSessions(g, "s", group.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
 	case "sliding":
 		sl := group.NewSliding(g, "sl", group.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
-		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*geofencepb.Ping)) error {
+		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*testpb.Ping)) error {
 			return sl.Add(c, st, at, value, nil)
 		}
 	default:
 		add = group.NewWindows(g, "w", detSpec, self, emit).Add
 	}
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
@@ -95,7 +95,7 @@ func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *ki
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	return g
 }
 
@@ -141,7 +141,7 @@ func (o detOutputs) diff(other detOutputs) string {
 
 // runDetTester runs the input under Goka's tester, looking for due timers
 // after every `every` records (0: only at the end).
-func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (detOutputs, int64) {
+func runDetTester(t *testing.T, in []*testpb.Ping, every int, kind string) (detOutputs, int64) {
 	t.Helper()
 	tt := tester.New(t)
 	var late atomic.Int64
@@ -161,7 +161,7 @@ func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (
 	fireTimers(t, tt, proc)
 	got := detOutputs{}
 	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.(*geofencepb.Trigger))
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.(*testpb.Trigger))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (
 
 // runDetBroker runs the input through the processor on an embedded broker
 // with the given TimerInterval until want outputs are written.
-func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, want int) detOutputs {
+func runDetBroker(t *testing.T, in []*testpb.Ping, interval time.Duration, want int) detOutputs {
 	t.Helper()
 	cl := embeddedtest.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -67,13 +67,13 @@ type ksKind func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit)
 
 // ksAgg prints a window's string aggregate (Agg.DeviceId), "0"-initialized
 // unless reduce.
-func ksAgg(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string {
+func ksAgg(win group.Window[testpb.Ping, *testpb.Ping]) string {
 	return win.Agg.GetDeviceId()
 }
 
 // concat folds value into a string aggregate as TOSTRING_ADDER (or, with
 // reduce, STRING_ADDER) does.
-func concat(agg *geofencepb.Ping, value float64, reduce bool) {
+func concat(agg *testpb.Ping, value float64, reduce bool) {
 	switch {
 	case agg.DeviceId == "" && reduce:
 		agg.DeviceId = fmt.Sprint(value)
@@ -92,38 +92,38 @@ func ksPrint(key string, start, end, ts int64, agg string) string {
 // custom aggregate, how two sessions' aggregates merge, and how a result
 // prints.
 type ksFn struct {
-	fold  func(agg *geofencepb.Ping, value float64)
-	merge func(into, from *geofencepb.Ping)
-	show  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string
+	fold  func(agg *testpb.Ping, value float64)
+	merge func(into, from *testpb.Ping)
+	show  func(win group.Window[testpb.Ping, *testpb.Ping]) string
 }
 
 var (
 	// ksConcat is MockInitializer.STRING_INIT with MockAggregator.TOSTRING_ADDER.
-	ksConcat = ksFn{fold: func(agg *geofencepb.Ping, v float64) { concat(agg, v, false) }, show: ksAgg}
+	ksConcat = ksFn{fold: func(agg *testpb.Ping, v float64) { concat(agg, v, false) }, show: ksAgg}
 	// ksCount is a count (Kafka Streams' aggregator +1 and merger sum;
 	// ksqlDB's COUNT): Window.Count.
-	ksCount = ksFn{show: func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Count) }}
+	ksCount = ksFn{show: func(win group.Window[testpb.Ping, *testpb.Ping]) string { return fmt.Sprint(win.Count) }}
 	// ksMax is ksqlDB's MAX of non-negative values (Agg.Lat).
 	ksMax = ksFn{
-		fold:  func(agg *geofencepb.Ping, v float64) { agg.Lat = max(agg.Lat, v) },
-		merge: func(into, from *geofencepb.Ping) { into.Lat = max(into.Lat, from.Lat) },
-		show:  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Agg.GetLat()) },
+		fold:  func(agg *testpb.Ping, v float64) { agg.Lat = max(agg.Lat, v) },
+		merge: func(into, from *testpb.Ping) { into.Lat = max(into.Lat, from.Lat) },
+		show:  func(win group.Window[testpb.Ping, *testpb.Ping]) string { return fmt.Sprint(win.Agg.GetLat()) },
 	}
 )
 
 // folder is fn's fold of value for Add, nil for a count.
-func (fn ksFn) folder(value float64) func(*geofencepb.Ping) {
+func (fn ksFn) folder(value float64) func(*testpb.Ping) {
 	if fn.fold == nil {
 		return nil
 	}
-	return func(agg *geofencepb.Ping) { fn.fold(agg, value) }
+	return func(agg *testpb.Ping) { fn.fold(agg, value) }
 }
 
 // ksTimeWindows: NewWindows aggregating with fn.
 func ksTimeWindows(spec group.WindowSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
 		w := group.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), fn.show(win)))
 				return nil
 			})
@@ -138,7 +138,7 @@ func ksTimeWindows(spec group.WindowSpec, fn ksFn) ksKind {
 func ksSessions(spec group.SessionSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
 		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, fn.merge,
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				agg := fn.show(win)
 				if win.Removed {
 					agg = "null"
@@ -157,13 +157,13 @@ func ksSessions(spec group.SessionSpec, fn ksFn) ksKind {
 func ksSliding(spec group.SlidingSpec, reduce bool) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
 		s := group.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(acc, rec *geofencepb.Ping) { concat(acc, rec.GetLat(), reduce) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+			func(acc, rec *testpb.Ping) { concat(acc, rec.GetLat(), reduce) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), ksAgg(win)))
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, &geofencepb.Ping{Lat: value})
+			return s.Add(c, st, at, value, &testpb.Ping{Lat: value})
 		}
 	}
 }
@@ -174,13 +174,13 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 	t.Helper()
 	tt := tester.New(t)
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	add := kind(g, func(c *wsCtx, result string) {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: result})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: result})
 	})
 	var mu sync.Mutex
 	var late []string
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
@@ -195,7 +195,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -204,7 +204,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 	runUntilCleanup(t, proc.Run)
 	q := tt.NewQueueTracker(topicOut)
 	for _, r := range recs {
-		tt.Consume(topicIn, r.key, &geofencepb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
+		tt.Consume(topicIn, r.key, &testpb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, tt, proc)
 		}
@@ -216,7 +216,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 		if !ok {
 			break
 		}
-		got = append(got, v.(*geofencepb.Trigger).GetFenceId())
+		got = append(got, v.(*testpb.Trigger).GetFenceId())
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -495,9 +495,9 @@ func TestWindowBoundOption(t *testing.T) {
 	spec := group.Hopping(time.Minute, 30*time.Second, 24*time.Hour-time.Minute)
 	build := func(spec group.WindowSpec) error {
 		g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-		group.NewWindows[geofencepb.Ping](g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
-		group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
-		group.Output[geofencepb.Trigger](g, topicOut)
+		group.NewWindows[testpb.Ping](g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+		group.Stream(g, topicIn, func(*wsCtx, *testpb.Ping) error { return nil })
+		group.Output[testpb.Trigger](g, topicOut)
 		_, err := g.Graph()
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -43,21 +43,21 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 	t.Helper()
 	h := &windowHarness{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	w := group.NewWindows(g, "pings", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{
+		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
+			out.Emit(c, c.Key(), &testpb.Trigger{
 				FenceId: clock(win.Start.UnixMilli()) + "-" + clock(win.End.UnixMilli()),
 				Hlc:     uint64(win.Count), Lat: win.Sum, Lon: win.Agg.GetLon(), EventTimeMs: win.End.UnixMilli(),
 			})
 			return nil
 		})
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		err := w.Add(c, st, c.EventTime(), p.GetLat(), func(agg *geofencepb.Ping) { agg.Lon = max(agg.Lon, p.GetLon()) })
+		err := w.Add(c, st, c.EventTime(), p.GetLat(), func(agg *testpb.Ping) { agg.Lon = max(agg.Lon, p.GetLon()) })
 		if errors.Is(err, group.ErrLate) {
 			h.mu.Lock()
 			h.late = append(h.late, c.Key()+"@"+clock(p.GetDeviceTimeMs()))
@@ -67,7 +67,7 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base).Add(48 * time.Hour) // far ahead: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -80,7 +80,7 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 }
 
 func (h *windowHarness) add(key string, at time.Duration, value, lon float64) {
-	h.tt.Consume(topicIn, key, &geofencepb.Ping{DeviceId: key, Lat: value, Lon: lon, DeviceTimeMs: base + at.Milliseconds()})
+	h.tt.Consume(topicIn, key, &testpb.Ping{DeviceId: key, Lat: value, Lon: lon, DeviceTimeMs: base + at.Milliseconds()})
 }
 
 func (h *windowHarness) closed(t *testing.T) []string {
@@ -92,7 +92,7 @@ func (h *windowHarness) closed(t *testing.T) []string {
 		if !ok {
 			return got
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		got = append(got, fmt.Sprintf("%s %s n=%d sum=%g max=%g", k, tr.FenceId, tr.Hlc, tr.Lat, tr.Lon))
 		// Keys close in no fixed order (by a record of the key, or by its
 		// timer); each key's windows close in start order.
@@ -106,7 +106,7 @@ func (h *windowHarness) windows(t *testing.T, key string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wins, err := group.WindowsOf[geofencepb.Ping](st)
+	wins, err := group.WindowsOf[testpb.Ping](st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +176,9 @@ func TestHoppingWindowsAndRetention(t *testing.T) {
 
 func TestWindowSpecBounds(t *testing.T) {
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	group.NewWindows[geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
-	group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
-	group.Output[geofencepb.Trigger](g, topicOut)
+	group.NewWindows[testpb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+	group.Stream(g, topicIn, func(*wsCtx, *testpb.Ping) error { return nil })
+	group.Output[testpb.Trigger](g, topicOut)
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "windows per key") {
 		t.Fatalf("3600 windows per key accepted: %v", err)
 	}
