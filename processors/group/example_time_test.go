@@ -38,8 +38,8 @@ func Example_windows() {
 	topo := &topology.Topology{
 		Name: "example",
 		Topics: []topology.Topic{
-			{Name: enters, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: hourly, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: enters, Key: "fence_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: hourly, Key: "fence_id", Value: "fencestream.kit.test.v1.Occupancy", Partitions: 1, Cleanup: topology.CleanupDelete},
 			{Name: grp + "-table", Key: "fence_id", Value: "fencestream.kit.v1.WindowSet", Partitions: 1, Cleanup: topology.CleanupCompact},
 			topology.TimersTopic(grp, "fence_id", 1),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 1, Cleanup: topology.CleanupDelete},

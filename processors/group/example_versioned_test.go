@@ -34,10 +34,10 @@ func Example_versionedJoin() {
 	topo := &topology.Topology{
 		Name: "example",
 		Topics: []topology.Topic{
-			topics(changes, "fencestream.v1.Fence", topology.CleanupCompact),
+			topics(changes, "fencestream.kit.test.v1.Fence", topology.CleanupCompact),
 			topics(versions+"-table", "fencestream.kit.v1.VersionSet", topology.CleanupCompact),
-			topics(enters, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topics(namer+"-table", "fencestream.v1.Occupancy", topology.CleanupCompact),
+			topics(enters, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topics(namer+"-table", "fencestream.kit.test.v1.Occupancy", topology.CleanupCompact),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 1, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{

@@ -32,9 +32,9 @@ func testTopology(partitions int32) *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest",
 		Topics: []topology.Topic{
-			{Name: topicIn, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: partitions, Cleanup: topology.CleanupDelete},
-			{Name: topicOut, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: partitions, Cleanup: topology.CleanupDelete},
-			{Name: topicTab, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: partitions, Cleanup: topology.CleanupCompact},
+			{Name: topicIn, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: topicOut, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: topicTab, Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: partitions, Cleanup: topology.CleanupCompact},
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: partitions, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{{

@@ -155,29 +155,29 @@ func TestHandlesOfTheWrongTypeAreRefusedAtBuild(t *testing.T) {
 			group.Output[testpb.Ping](g, topicOut)
 			group.Stream(g, topicIn, ignorePing)
 			return g
-		}, []string{"Output gt-out is typed fencestream.v1.Ping, but the topology declares gt-out as fencestream.v1.Trigger"}},
+		}, []string{"Output gt-out is typed fencestream.kit.test.v1.Ping, but the topology declares gt-out as fencestream.kit.test.v1.Trigger"}},
 		{"two outputs of one topic", func() buildable {
 			g := validGroup(testTopology(2), ignorePing)
 			group.Output[testpb.Occupancy](g, topicOut)
 			return g
-		}, []string{"Output gt-out is typed fencestream.v1.Occupancy, but Output gt-out of the same topic is typed fencestream.v1.Trigger"}},
+		}, []string{"Output gt-out is typed fencestream.kit.test.v1.Occupancy, but Output gt-out of the same topic is typed fencestream.kit.test.v1.Trigger"}},
 		{"stream handler", func() buildable {
 			g := group.New[state](testTopology(2), testGroup, quiet)
 			group.Output[testpb.Trigger](g, topicOut)
 			group.Stream(g, topicIn, ignoreTrigger)
 			return g
-		}, []string{"Stream gt-in handler is typed fencestream.v1.Trigger, but the topology declares gt-in as fencestream.v1.Ping"}},
+		}, []string{"Stream gt-in handler is typed fencestream.kit.test.v1.Trigger, but the topology declares gt-in as fencestream.kit.test.v1.Ping"}},
 		{"loop handler", func() buildable {
 			g := validGroup(loopTopology(), ignorePing)
 			group.Loop(g, ignoreTrigger)
 			return g
-		}, []string{"Loop handler is typed fencestream.v1.Trigger, but the topology declares gt-loop as google.protobuf.UInt64Value"}},
+		}, []string{"Loop handler is typed fencestream.kit.test.v1.Trigger, but the topology declares gt-loop as google.protobuf.UInt64Value"}},
 		{"table state", func() buildable {
 			g := group.New[testpb.Occupancy](testTopology(2), testGroup, quiet)
 			group.Output[testpb.Trigger](g, topicOut)
 			group.Stream(g, topicIn, func(*group.Context[testpb.Occupancy, *testpb.Occupancy], *testpb.Ping) error { return nil })
 			return g
-		}, []string{"the group table's state is typed fencestream.v1.Occupancy, but the topology declares gt-table as fencestream.v1.DeviceState"}},
+		}, []string{"the group table's state is typed fencestream.kit.test.v1.Occupancy, but the topology declares gt-table as fencestream.kit.test.v1.DeviceState"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.build()

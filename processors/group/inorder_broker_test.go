@@ -37,10 +37,10 @@ func splitTopology() *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest-split",
 		Topics: []topology.Topic{
-			topic(topicIn, "fencestream.v1.Ping", topology.CleanupDelete),
-			topic(topicOddOut, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topic(topicEvenOut, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topic(topicTab, "fencestream.v1.DeviceState", topology.CleanupCompact),
+			topic(topicIn, "fencestream.kit.test.v1.Ping", topology.CleanupDelete),
+			topic(topicOddOut, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topic(topicEvenOut, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topic(topicTab, "fencestream.kit.test.v1.DeviceState", topology.CleanupCompact),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: splitParts, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{{

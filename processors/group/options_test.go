@@ -67,9 +67,9 @@ func metricsTopology() *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest-metrics",
 		Topics: []topology.Topic{
-			{Name: topicIn, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: topicOut, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: tab, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: 1, Cleanup: topology.CleanupCompact},
+			{Name: topicIn, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: topicOut, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: tab, Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: 1, Cleanup: topology.CleanupCompact},
 			topology.TimersTopic(metricsGroup, "device_id", 1),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: 1, Cleanup: topology.CleanupDelete},
 		},

@@ -17,7 +17,7 @@ const topicRight = "gt-in-right"
 // joinTopology is the timer topology with a second, co-partitioned stream.
 func joinStreamsTopology() *topology.Topology {
 	topo := timerTopology(1)
-	topo.Topics = append(topo.Topics, topology.Topic{Name: topicRight, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete})
+	topo.Topics = append(topo.Topics, topology.Topic{Name: topicRight, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete})
 	p := &topo.Processors[0]
 	p.Streams = append(p.Streams, topicRight)
 	p.Flows = append(p.Flows, topology.Flow{From: topicRight, To: topicTab}, topology.Flow{From: topicRight, To: topicOut}, topology.Flow{From: topicRight, To: topology.TopicDeadLetter})

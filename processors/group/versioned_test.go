@@ -38,11 +38,11 @@ func versionedTopology(parts int32) *topology.Topology {
 	return &topology.Topology{
 		Name: "versionedtest",
 		Topics: []topology.Topic{
-			{Name: vtChanges, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtChanges, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
 			{Name: vtWriter + "-table", Key: "device_id", Value: "fencestream.kit.v1.VersionSet", Partitions: parts, Cleanup: topology.CleanupCompact},
-			{Name: vtPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: parts, Cleanup: topology.CleanupDelete},
-			{Name: vtJoined, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
-			{Name: vtJoiner + "-table", Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: parts, Cleanup: topology.CleanupCompact},
+			{Name: vtPings, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtJoined, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtJoiner + "-table", Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: parts, Cleanup: topology.CleanupCompact},
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: parts, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{
@@ -238,8 +238,8 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 func TestVersionedLookupAsOf(t *testing.T) {
 	const looker, lookups = "vt-looker", "vt-lookups"
 	topo := versionedTopology(2)
-	topo.Topics = append(topo.Topics, topology.Topic{Name: lookups, Key: "fleet_id", Value: "fencestream.v1.Ping", Partitions: 3, Cleanup: topology.CleanupDelete},
-		topology.Topic{Name: looker + "-table", Key: "fleet_id", Value: "fencestream.v1.DeviceState", Partitions: 3, Cleanup: topology.CleanupCompact})
+	topo.Topics = append(topo.Topics, topology.Topic{Name: lookups, Key: "fleet_id", Value: "fencestream.kit.test.v1.Ping", Partitions: 3, Cleanup: topology.CleanupDelete},
+		topology.Topic{Name: looker + "-table", Key: "fleet_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: 3, Cleanup: topology.CleanupCompact})
 	topo.Processors = append(topo.Processors, topology.Processor{Group: looker, Streams: []string{lookups}, Lookups: []string{vtWriter + "-table"}, Emits: []string{topology.TopicDeadLetter}, Table: looker + "-table"})
 	if err := topo.Validate(); err != nil {
 		t.Fatal(err)
