@@ -163,7 +163,7 @@
 // # Building: options, builds, metrics, handles
 //
 // A Group is a declaration plus registrations (New, Stream, Loop, Output,
-// Join, Lookup, OnTimer, windows); Processor builds one processor from it
+// Join, Lookup, OnTimer, operators); Processor builds one processor from it
 // and never writes to it, so building a group twice gives two independent
 // processors, each with its own options, stream time, timer index and
 // metrics. Options follow one recipe (franz-go's kgo), here and in every

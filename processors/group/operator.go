@@ -13,8 +13,7 @@ import (
 // in the group's errors and metrics, and its own timer per key. The timer is
 // stored and fired like a handler's (effectively once, persisted, in due-time
 // order), but its name is in the kit's reserved "kit/" space, so the group's
-// OnTimer handler never receives it and a handler cannot set or cancel it by
-// mistake.
+// OnTimer handler never receives it and Context.SetTimer refuses its name.
 type Operator[S any, PS codecs.Message[S]] struct {
 	g     *Group[S, PS]
 	name  string
@@ -69,7 +68,7 @@ func (o *Operator[S, PS]) StreamTime(c *Context[S, PS], kept time.Time) time.Tim
 }
 
 // CountLate counts a record the operator found late
-// (fencestream_window_late_records_total{group, window: the operator's name}).
+// (fencestream_window_late_records_total{group, windows: the operator's name}).
 func (o *Operator[S, PS]) CountLate(c *Context[S, PS]) {
 	c.grp.m.lateRecords.WithLabelValues(o.g.name, o.name).Inc()
 }
