@@ -103,3 +103,54 @@ func TestOperatorIsItsOwn(t *testing.T) {
 		t.Errorf("a refused operator built: %v", err)
 	}
 }
+
+// Operators whose names share a prefix ("op", "op2") each get their own
+// timer: a timer is routed to the operator whose name it carries, exactly.
+func TestOperatorTimersDoNotShareAPrefix(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		fired []string
+	)
+	tt := tester.New(t)
+	g := group.New[state](timerTopology(1), testGroup, quiet)
+	group.Output[geofencepb.Trigger](g, topicOut)
+	var ops []*group.Operator[state, *state]
+	for _, name := range []string{"op", "op2", "op22", "o"} {
+		op := group.NewOperator(g, "test", name)
+		op.OnTimer(func(c *ctxT, tm group.Timer) error {
+			mu.Lock()
+			fired = append(fired, op.Name()+":"+tm.Name)
+			mu.Unlock()
+			return nil
+		})
+		ops = append(ops, op)
+	}
+	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+		var errs []error
+		for _, op := range ops {
+			errs = append(errs, op.SetTimer(c, c.EventTime(), group.StreamClock))
+		}
+		return errors.Join(errs...)
+	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	wall := time.UnixMilli(base).Add(48 * time.Hour)
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, proc.Run)
+	for i := range 20 {
+		tt.Consume(topicIn, "a", &geofencepb.Ping{DeviceId: "a", DeviceTimeMs: base + int64(i)*1000})
+		fireTimers(t, tt, proc)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range fired {
+		name, timer, _ := strings.Cut(f, ":")
+		if timer != "kit/test/"+name {
+			t.Errorf("operator %s fired timer %s", name, timer)
+		}
+	}
+	if len(fired) != 4*20 {
+		t.Errorf("%d firings, want %d", len(fired), 4*20)
+	}
+}
