@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -28,7 +29,7 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
 	g := group.New[kitpb.JoinBuffer](tableOf(timerTopology(1), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
 	out := group.Output[testpb.Trigger](g, topicOut)
-	j := group.NewStreamJoin(g, "j", group.JoinWindows(10*time.Millisecond, 5*time.Millisecond, group.LeftJoin),
+	j := windows.NewStreamJoin(g, "j", windows.JoinWindows(10*time.Millisecond, 5*time.Millisecond, windows.LeftJoin),
 		func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
 		func(c *jctx, _ *kitpb.JoinBuffer, l, r *testpb.Ping) error {
 			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: pairString(l, r)})
@@ -44,7 +45,7 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 			add = j.AddRight
 		}
 		err := add(c, st, c.EventTime(), p)
-		if errors.Is(err, group.ErrLate) {
+		if errors.Is(err, windows.ErrLate) {
 			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: fmt.Sprintf("late:%s@%d", c.Key(), p.GetDeviceTimeMs())})
 		} else if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 
@@ -57,7 +58,7 @@ func detRecords() int {
 // detScale scales a bound on the 10,000-record input to detRecords.
 func detScale(n int64) int64 { return n * int64(detRecords()) / 10_000 }
 
-var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
+var detSpec = windows.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 
 // detGroup emits each final window as a Trigger (Hlc the count, Lat the sum,
 // EventTimeMs the start), and counts late records.
@@ -66,7 +67,7 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
 	out := group.Output[testpb.Trigger](g, topicOut)
-	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[testpb.Ping, *testpb.Ping]) error {
+	emit := func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
 		return nil
 	}
@@ -74,21 +75,21 @@ func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *ki
 	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*testpb.Ping)) error
 	switch kind {
 	case "sessions":
-		add = group.NewSessions(g, "s", group.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
+		add = windows.NewSessions(g, "s", windows.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
 	case "sliding":
-		sl := group.NewSliding(g, "sl", group.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
+		sl := windows.NewSliding(g, "sl", windows.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
 		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*testpb.Ping)) error {
 			return sl.Add(c, st, at, value, nil)
 		}
 	default:
-		add = group.NewWindows(g, "w", detSpec, self, emit).Add
+		add = windows.NewWindows(g, "w", detSpec, self, emit).Add
 	}
 	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, group.ErrLate) {
+		if err := add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, windows.ErrLate) {
 			late.Add(1)
 		} else if err != nil {
 			return err

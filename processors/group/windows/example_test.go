@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -27,7 +28,7 @@ func (exampleT) Fatal(a ...any)                    { panic(fmt.Sprint(a...)) }
 // per hour, in tumbling windows on the triggers' event time with a 10-minute
 // grace. A stream-time timer closes each hour and its handler emits the final
 // count; an ENTER for a closed hour is late.
-func Example_windows() {
+func Example() {
 	const (
 		grp    = "hourly-enters"
 		enters = "enters"        // ENTER triggers keyed by fence, read
@@ -57,9 +58,9 @@ func Example_windows() {
 	type ctx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
 	g := group.New[kitpb.WindowSet](topo, grp, slog.New(slog.DiscardHandler))
 	hours := group.Output[testpb.Occupancy](g, hourly)
-	windows := group.NewWindows(g, "enters", group.Tumbling(time.Hour, 10*time.Minute),
+	perHour := windows.NewWindows(g, "enters", windows.Tumbling(time.Hour, 10*time.Minute),
 		func(st *kitpb.WindowSet) *kitpb.WindowSet { return st },
-		func(c *ctx, _ *kitpb.WindowSet, w group.Window[testpb.Trigger, *testpb.Trigger]) error {
+		func(c *ctx, _ *kitpb.WindowSet, w windows.Window[testpb.Trigger, *testpb.Trigger]) error {
 			hours.Emit(c, c.Key(), &testpb.Occupancy{FenceId: c.Key(), EntersTotal: uint64(w.Count), LastChangeMs: w.End.UnixMilli()})
 			return nil
 		})
@@ -68,7 +69,7 @@ func Example_windows() {
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := windows.Add(c, st, c.EventTime(), 1, nil); errors.Is(err, group.ErrLate) {
+		if err := perHour.Add(c, st, c.EventTime(), 1, nil); errors.Is(err, windows.ErrLate) {
 			fmt.Println("late:", t.GetTriggerId())
 		}
 		c.SetState(st)

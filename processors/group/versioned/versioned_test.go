@@ -1,4 +1,4 @@
-package group_test
+package versioned_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -55,7 +56,7 @@ func versionedTopology(parts int32) *topology.Topology {
 type (
 	vsCtx   = group.Context[kitpb.VersionSet, *kitpb.VersionSet]
 	joinCtx = group.Context[testpb.DeviceState, *testpb.DeviceState]
-	fenceV  = group.Version[testpb.Trigger, *testpb.Trigger]
+	fenceV  = versioned.Version[testpb.Trigger, *testpb.Trigger]
 )
 
 func identitySet(s *kitpb.VersionSet) *kitpb.VersionSet { return s }
@@ -63,10 +64,10 @@ func identitySet(s *kitpb.VersionSet) *kitpb.VersionSet { return s }
 // versionedGroups builds both groups. asOf false makes the joiner read the
 // latest version instead (what a join of a plain table does), for the
 // tests to show they tell the two apart.
-func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool) (writer *group.Group[kitpb.VersionSet, *kitpb.VersionSet], joiner *group.Group[testpb.DeviceState, *testpb.DeviceState], expired *sync.Map) {
+func versionedGroups(topo *topology.Topology, spec versioned.Spec, asOf bool) (writer *group.Group[kitpb.VersionSet, *kitpb.VersionSet], joiner *group.Group[testpb.DeviceState, *testpb.DeviceState], expired *sync.Map) {
 	expired = &sync.Map{}
 	writer = group.New[kitpb.VersionSet](topo, vtWriter, quiet)
-	vt := group.NewVersionedTable[testpb.Trigger](writer, "fences", spec, identitySet)
+	vt := versioned.NewTable[testpb.Trigger](writer, "fences", spec, identitySet)
 	group.Stream(writer, vtChanges, func(c *vsCtx, t *testpb.Trigger) error {
 		st := c.State()
 		if st == nil {
@@ -78,7 +79,7 @@ func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool)
 		} else {
 			err = vt.Put(c, st, c.EventTime(), t)
 		}
-		if errors.Is(err, group.ErrBeyondHistory) {
+		if errors.Is(err, versioned.ErrBeyondHistory) {
 			expired.Store(fmt.Sprintf("%s@%d", c.Key(), t.GetEventTimeMs()), true)
 		} else if err != nil {
 			return err
@@ -88,7 +89,7 @@ func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool)
 	}, group.EventTime(func(t *testpb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
 
 	joiner = group.New[testpb.DeviceState](topo, vtJoiner, quiet)
-	fences := group.JoinVersioned[testpb.Trigger](joiner, vtWriter+"-table", identitySet)
+	fences := versioned.Join[testpb.Trigger](joiner, vtWriter+"-table", identitySet)
 	out := group.Output[testpb.Trigger](joiner, vtJoined)
 	group.Stream(joiner, vtPings, func(c *joinCtx, p *testpb.Ping) error {
 		st := c.State()
@@ -198,7 +199,7 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 	if err := topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	writer, joiner, expired := versionedGroups(topo, group.VersionSpec{History: time.Hour, MaxVersions: 8}, asOf)
+	writer, joiner, expired := versionedGroups(topo, versioned.Spec{History: time.Hour, MaxVersions: 8}, asOf)
 	tt := tester.New(t)
 	reg := prometheus.NewRegistry()
 	for _, g := range []interface {
@@ -233,7 +234,7 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 	return joinedIDs(t, q, t0), reg
 }
 
-// LookupVersioned reads a versioned table for any key, as of a time: here a
+// Lookup reads a versioned table for any key, as of a time: here a
 // group keyed by fleet reads each ping's device's fence as of the ping.
 func TestVersionedLookupAsOf(t *testing.T) {
 	const looker, lookups = "vt-looker", "vt-lookups"
@@ -244,10 +245,10 @@ func TestVersionedLookupAsOf(t *testing.T) {
 	if err := topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	writer, _, _ := versionedGroups(topo, group.VersionSpec{History: time.Hour}, true)
+	writer, _, _ := versionedGroups(topo, versioned.Spec{History: time.Hour}, true)
 	type lctx = group.Context[testpb.DeviceState, *testpb.DeviceState]
 	lg := group.New[testpb.DeviceState](topo, looker, quiet)
-	fences := group.LookupVersioned[testpb.Trigger](lg, vtWriter+"-table", identitySet)
+	fences := versioned.Lookup[testpb.Trigger](lg, vtWriter+"-table", identitySet)
 	var mu sync.Mutex
 	var got []string
 	group.Stream(lg, lookups, func(c *lctx, p *testpb.Ping) error {

@@ -1,4 +1,4 @@
-package group_test
+package versioned_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -51,7 +52,7 @@ func Example_versionedJoin() {
 	// The versioned table: the group's state is the version set itself.
 	type vctx = group.Context[kitpb.VersionSet, *kitpb.VersionSet]
 	vg := group.New[kitpb.VersionSet](topo, versions, log)
-	fences := group.NewVersionedTable[testpb.Fence](vg, "fences", group.VersionSpec{History: 24 * time.Hour}, set)
+	fences := versioned.NewTable[testpb.Fence](vg, "fences", versioned.Spec{History: 24 * time.Hour}, set)
 	group.Stream(vg, changes, func(c *vctx, f *testpb.Fence) error {
 		st := c.State()
 		if st == nil {
@@ -67,10 +68,10 @@ func Example_versionedJoin() {
 	// The join: each ENTER reads the fence valid at its event time.
 	type nctx = group.Context[testpb.Occupancy, *testpb.Occupancy]
 	ng := group.New[testpb.Occupancy](topo, namer, log)
-	fenceAt := group.JoinVersioned[testpb.Fence](ng, versions+"-table", set)
+	fenceAt := versioned.Join[testpb.Fence](ng, versions+"-table", set)
 	group.Stream(ng, enters, func(c *nctx, t *testpb.Trigger) error {
 		at := time.UnixMilli(t.GetEventTimeMs())
-		err := fenceAt.Left(c, at, func(v group.Version[testpb.Fence, *testpb.Fence]) error {
+		err := fenceAt.Left(c, at, func(v versioned.Version[testpb.Fence, *testpb.Fence]) error {
 			if !v.Found() {
 				fmt.Printf("%s entered %s at %s: no such fence then\n", t.GetDeviceId(), c.Key(), at.UTC().Format("15:04"))
 				return nil
