@@ -49,7 +49,7 @@ topic whose declared value is not a message (the dead-letter topic) is printed a
 "value_base64". Without --follow it stops at the end the topic had when it started.`)
 	var kf kafkaFlags
 	kf.register(c.fs)
-	c.fs.Bool("from-beginning", true, "read from each partition's earliest record (the default)")
+	fromBeginning := c.fs.Bool("from-beginning", true, "read from each partition's earliest record (the default)")
 	fromTime := c.fs.String("from-time", "", "read from the first record at or after this time: RFC 3339, or a duration ago (15m)")
 	follow := c.fs.Bool("follow", false, "keep printing new records until interrupted")
 	partition := c.fs.Int("partition", -1, "read only this partition (-1: all)")
@@ -66,6 +66,9 @@ topic whose declared value is not a message (the dead-letter topic) is printed a
 	c.fs.Visit(func(f *flag.Flag) { fromBeginningSet = fromBeginningSet || f.Name == "from-beginning" })
 	if fromBeginningSet && *fromTime != "" {
 		return c.usageErr(stderr, "give --from-beginning or --from-time, not both")
+	}
+	if !*fromBeginning && *fromTime == "" {
+		return c.usageErr(stderr, "--from-beginning=false needs --from-time (where to start instead)")
 	}
 	var from time.Time
 	if *fromTime != "" {

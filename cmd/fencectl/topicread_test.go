@@ -201,6 +201,9 @@ func TestTopicReadRefusesUndeclaredTopic(t *testing.T) {
 	code, out, errs = fencectl(t, "topic", "read", "pings", "--from-beginning", "--from-time", "1h", "--brokers", "127.0.0.1:1")
 	wantCode(t, code, exitUsage, out, errs)
 	wantContains(t, errs, "not both")
+	code, out, errs = fencectl(t, "topic", "read", "pings", "--from-beginning=false", "--brokers", "127.0.0.1:1")
+	wantCode(t, code, exitUsage, out, errs)
+	wantContains(t, errs, "needs --from-time")
 }
 
 // TestDeclaredValuesAreKnownMessages: every declared topic whose value names a
