@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -38,12 +38,12 @@ func TestStreamTimerOnIdlePartition(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := group.New[state](topo, testGroup, quiet)
-			group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+			group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 				return c.SetTimer("silence", c.EventTime().Add(time.Minute), group.StreamClock)
-			}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-			fired := group.Output[geofencepb.Trigger](g, topicOut)
+			}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+			fired := group.Output[testpb.Trigger](g, topicOut)
 			group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-				fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
+				fired.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 				return nil
 			})
 			wall := &wallClock{at: time.UnixMilli(base)}
@@ -61,7 +61,7 @@ func TestStreamTimerOnIdlePartition(t *testing.T) {
 			prod := embeddedtest.Client(t, cl, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			ping := func(key string, at time.Time) {
 				t.Helper()
-				v, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: key, DeviceTimeMs: at.UnixMilli()})
+				v, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: key, DeviceTimeMs: at.UnixMilli()})
 				r := &kgo.Record{Topic: topicIn, Partition: topology.PartitionFor(key, rebalanceParts), Key: []byte(key), Value: v}
 				if err := prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 					t.Fatal(err)
@@ -109,7 +109,7 @@ func TestStreamTimerOnIdlePartition(t *testing.T) {
 					if string(r.Key) != quietKey {
 						t.Fatalf("fired for %s, want only %s", r.Key, quietKey)
 					}
-					tr, err := codecs.For[geofencepb.Trigger]().Unmarshal(r.Value)
+					tr, err := codecs.For[testpb.Trigger]().Unmarshal(r.Value)
 					if err != nil || tr.GetEventTimeMs() != start.Add(time.Minute).UnixMilli() {
 						t.Fatalf("timer output %v (%v), want it stamped at its due time %v", tr, err, start.Add(time.Minute))
 					}
