@@ -124,22 +124,22 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 		return nil, fmt.Errorf("debounce: metrics: %w", err)
 	}
 	d := &Debouncer{cfg: cfg, cat: cat, m: m}
-	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
-	// A device's next ping finds its envelope and state decoded, as its last
-	// ping left them: no store read and no decode per ping while it is
-	// cached. handlePing and handleSilence never keep a state past their
-	// callback.
-	group.CacheEnvelopes(g, envelopeCacheBytes)
-	group.CacheStates(g, envelopeCacheBytes) // kept in the envelopes' entries, under their budget
+	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log,
+		// A device's next ping finds its envelope and state decoded, as its
+		// last ping left them: no store read and no decode per ping while it
+		// is cached. handlePing and handleSilence never keep a state past
+		// their callback.
+		group.CacheEnvelopes(envelopeCacheBytes),
+		group.CacheStates(envelopeCacheBytes), // kept in the envelopes' entries, under their budget
+		// Stale pings are dead-lettered by the kit (ordered by HLC) before
+		// handlePing sees them, and by handlePing after a TIMEOUT exit:
+		// counted here, once each, whichever refused them.
+		group.OnDeadLetter(func(topic, reason string) {
+			if topic == geofence.TopicPings && reason == group.ReasonStale {
+				m.stalePings.Inc()
+			}
+		}))
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
-	// Stale pings are dead-lettered by the kit (ordered by HLC) before
-	// handlePing sees them, and by handlePing after a TIMEOUT exit: counted
-	// here, once each, whichever refused them.
-	group.OnDeadLetter(g, func(topic, reason string) {
-		if topic == geofence.TopicPings && reason == group.ReasonStale {
-			m.stalePings.Inc()
-		}
-	})
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
 	d.group = g
@@ -154,7 +154,7 @@ func (d *Debouncer) Group() *Group { return d.group }
 // its stream time follow the wall clock, so its silent devices still time out
 // (stream time moves only with data otherwise).
 func (d *Debouncer) ProcessorOpts() []group.Opt {
-	return []group.Opt{group.IdleStreamTime(d.cfg.defaults.SilenceTimeout), group.Clock(d.cfg.now)}
+	return []group.Opt{group.IdleStreamTime(d.cfg.defaults.SilenceTimeout), group.Now(d.cfg.now)}
 }
 
 func pingTime(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }

@@ -146,7 +146,7 @@ func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (
 	tt := tester.New(t)
 	var late atomic.Int64
 	wall := time.Now()
-	proc, err := detGroup(&late, kind).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := detGroup(&late, kind).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,25 +186,21 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 	if err != nil {
 		return nil, fmt.Errorf("occupancy: metrics: %w", err)
 	}
-	members := group.New[geofencepb.DeviceMembership](topo, geofence.GroupOccupancyMembers, cfg.log)
+	// A change finds its fence's record, and a trigger its device's, as
+	// they were last written: no store read, and no decode of the envelope
+	// or the state (decoding was a third of the counts' CPU). Handlers never
+	// keep a record past their callback. The states are kept in the
+	// envelopes' entries, under their budget.
+	caches := []group.Opt{group.CacheEnvelopes(stateCacheBytes), group.CacheStates(stateCacheBytes)}
 	// The counts drop a change at or below the last source offset applied
 	// from its partition, so one partition's changes must land in order.
-	if !cfg.unorderedOutputs {
-		group.OrderedOutputs(members)
-	}
+	members := group.New[geofencepb.DeviceMembership](topo, geofence.GroupOccupancyMembers, cfg.log,
+		append(caches, group.OrderedOutputs(!cfg.unorderedOutputs))...)
 	changes := group.Output[geofencepb.OccupancyChange](members, geofence.TopicOccupancyChanges)
 	group.Stream(members, geofence.TopicTriggers, func(c *MembersContext, t *geofencepb.Trigger) error {
 		return handleTrigger(c, t, cfg, m, changes)
 	})
-	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
-	// A change finds its fence's record, and a trigger its device's, as
-	// they were last written: no store read, and no decode of the envelope
-	// or the state (decoding was a third of the counts' CPU). Handlers never
-	// keep a record past their callback.
-	group.CacheEnvelopes(counts, stateCacheBytes)
-	group.CacheStates(counts, stateCacheBytes) // kept in the envelopes' entries, under their budget
-	group.CacheEnvelopes(members, stateCacheBytes)
-	group.CacheStates(members, stateCacheBytes)
+	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log, caches...)
 	group.Stream(counts, geofence.TopicOccupancyChanges, func(c *Context, ch *geofencepb.OccupancyChange) error {
 		return handleChange(c, ch, tp.Partitions, cfg.limits, m)
 	})
