@@ -215,9 +215,9 @@ func Run(ctx context.Context, o Options) error {
 		if !ok {
 			return fmt.Errorf("fenceview: subscription writes: topology %s does not declare %s (link the delivery module)", topo.Name, delivery.TopicSubscriptions)
 		}
-		popts := []produce.Opt{produce.WithLogger(log)}
+		popts := []produce.Opt{produce.Logger(log)}
 		if o.Registerer != nil {
-			popts = append(popts, produce.WithRegisterer(o.Registerer))
+			popts = append(popts, produce.Registerer(o.Registerer))
 		}
 		st, err := NewSubscriptionTopic(o.Cluster, tp, popts...)
 		if err != nil {
