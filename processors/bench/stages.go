@@ -184,7 +184,7 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 		err := debounce.Run(ctx, host.Env{
 			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("debouncer"))}, e.groupOpts()...),
 			Started: func(p *group.Processor) { debP.Store(p) },
-		}, debounce.WithFences(fences.Loaded(e.cat)))
+		}, debounce.Fences(fences.Loaded(e.cat)))
 		r.errc <- err
 		return err
 	})

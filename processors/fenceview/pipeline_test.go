@@ -64,7 +64,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 
 	// The debouncer (no wall-clock sweep: the fleet's event time is not now)
 	// and the occupancy processor.
-	d, err := debounce.New(topo, cat, debounce.WithLogger(quiet))
+	d, err := debounce.New(topo, cat, debounce.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 // sharing cat's fence catalogue (nil: each follows its own).
 func All(cat *fences.Shared) []host.Module {
 	return []host.Module{
-		debounce.Module(debounce.WithFences(cat)),
+		debounce.Module(debounce.Fences(cat)),
 		occupancy.Module(occupancy.WithFences(cat)),
 		visits.Module(),
 		devicestats.Module(),

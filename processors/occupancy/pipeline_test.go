@@ -53,7 +53,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 
 	// The debouncer, without its wall-clock sweep (the fleet's event time is
 	// not now, and every stay that matters closes by an EXIT).
-	d, err := debounce.New(topo, cat, debounce.WithDefaults(debounce.DefaultSettings()))
+	d, err := debounce.New(topo, cat, debounce.Defaults(debounce.DefaultSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}
