@@ -193,7 +193,7 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 			err := occupancy.Run(ctx, host.Env{
 				Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("occupancy"))}, e.groupOpts()...),
 				Started: occP.store,
-			}, occupancy.WithFences(fences.Loaded(e.cat)), occupancy.WithLagInterval(0))
+			}, occupancy.Fences(fences.Loaded(e.cat)), occupancy.LagInterval(0))
 			r.errc <- err
 			return err
 		})

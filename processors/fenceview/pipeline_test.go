@@ -77,7 +77,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	done := make(chan error, 2)
 	go func() { done <- dproc.Run(pctx) }()
 	go func() {
-		done <- occupancy.Run(pctx, host.Env{Cluster: cl, Topology: topo, Log: quiet, Group: []group.Opt{group.StateDir(t.TempDir())}}, occupancy.WithLagInterval(0))
+		done <- occupancy.Run(pctx, host.Env{Cluster: cl, Topology: topo, Log: quiet, Group: []group.Opt{group.StateDir(t.TempDir())}}, occupancy.LagInterval(0))
 	}()
 	t.Cleanup(func() {
 		pcancel()

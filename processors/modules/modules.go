@@ -26,7 +26,7 @@ import (
 func All(cat *fences.Shared) []host.Module {
 	return []host.Module{
 		debounce.Module(debounce.Fences(cat)),
-		occupancy.Module(occupancy.WithFences(cat)),
+		occupancy.Module(occupancy.Fences(cat)),
 		visits.Module(),
 		devicestats.Module(),
 		delivery.Module(),

@@ -34,7 +34,7 @@ func TestOversizedTriggersMoveOn(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &embeddedtest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	gs, err := occupancy.New(topo, occupancy.WithRegisterer(reg), occupancy.WithLogger(log))
+	gs, err := occupancy.New(topo, occupancy.Registerer(reg), occupancy.Logger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
