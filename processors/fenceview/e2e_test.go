@@ -44,7 +44,7 @@ func startBroker(t *testing.T, ctx context.Context) (cluster.Config, *kgo.Client
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	if err := geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
+	if err := geofence.Topology(geofence.Partitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
 		t.Fatal(err)
 	}
 	return cl, kc

@@ -38,7 +38,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, kc := startBroker(t, ctx)
-	topo := geofence.Topology(geofence.WithPartitions(e2ePartitions))
+	topo := geofence.Topology(geofence.Partitions(e2ePartitions))
 	quiet := slog.New(slog.DiscardHandler)
 
 	demo := fences.Demo()

@@ -144,7 +144,7 @@ func Run(ctx context.Context, o Options) error {
 	// /v1/topology and their topics are checked too.
 	topo := o.Topology
 	if topo == nil {
-		topo = geofence.Topology(geofence.WithPartitions(o.Partitions))
+		topo = geofence.Topology(geofence.Partitions(o.Partitions))
 	}
 	if _, err := group.CheckBroker(ctx, o.Cluster, topo, !o.NoCreateTopics); err != nil {
 		return fmt.Errorf("fenceview: %w", err)

@@ -308,7 +308,7 @@ func TestPartition(t *testing.T) {
 }
 
 func TestTopology(t *testing.T) {
-	f := newFixture(t, fenceview.WithTopology(geofence.Topology(geofence.WithPartitions(6))))
+	f := newFixture(t, fenceview.WithTopology(geofence.Topology(geofence.Partitions(6))))
 	var tj fenceview.TopologyJSON
 	f.get(t, "/v1/topology", &tj)
 	if !strings.Contains(tj.Describe, "ORDERING BOUNDARY") || !strings.HasPrefix(tj.Mermaid, "flowchart") || tj.Name != "geofence" {

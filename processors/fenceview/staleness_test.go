@@ -54,7 +54,7 @@ func TestStaleViewsSayHowOld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc))
+	err = geofence.Topology(geofence.Partitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc))
 	kc.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -206,7 +206,7 @@ func TestSubscriptionWritesOnBroker(t *testing.T) {
 	defer cancel()
 	cl, _ := startBroker(t, ctx)
 	mod := delivery.Module()
-	topo, err := host.Compose(geofence.Topology(geofence.WithPartitions(e2ePartitions)), mod)
+	topo, err := host.Compose(geofence.Topology(geofence.Partitions(e2ePartitions)), mod)
 	if err != nil {
 		t.Fatal(err)
 	}

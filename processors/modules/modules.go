@@ -36,7 +36,7 @@ func All(cat *fences.Shared) []host.Module {
 // Base is the geofencing topology at a partition count: what every module
 // extends.
 func Base(partitions int32) *topology.Topology {
-	return geofence.Topology(geofence.WithPartitions(partitions))
+	return geofence.Topology(geofence.Partitions(partitions))
 }
 
 // Topology is Base extended by every module of All.

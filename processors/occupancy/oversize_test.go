@@ -30,7 +30,7 @@ func TestOversizedTriggersMoveOn(t *testing.T) {
 		t.Skip("broker test")
 	}
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.Partitions(itPartitions))
 	reg := prometheus.NewRegistry()
 	logs := &embeddedtest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

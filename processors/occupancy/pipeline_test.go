@@ -43,7 +43,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	truth := sim.Truth()
 
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.Partitions(itPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
