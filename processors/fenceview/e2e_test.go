@@ -81,10 +81,8 @@ func startService(t *testing.T, ctx context.Context, cl cluster.Config) string {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- fenceview.Run(ctx, fenceview.Options{
-			Cluster: cl, Listener: l, Partitions: e2ePartitions, NoCreateTopics: true,
-			Log: slog.New(slog.DiscardHandler),
-		})
+		done <- fenceview.Run(ctx, cl, l, fenceview.Partitions(e2ePartitions), fenceview.NoCreateTopics(),
+			fenceview.Logger(slog.New(slog.DiscardHandler)))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -67,8 +67,8 @@ func TestStaleViewsSayHowOld(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- fenceview.Run(runCtx, fenceview.Options{Cluster: cl, Listener: l, Partitions: e2ePartitions, NoCreateTopics: true,
-			MaxStaleness: bound, Log: slog.New(slog.DiscardHandler)})
+		done <- fenceview.Run(runCtx, cl, l, fenceview.Partitions(e2ePartitions), fenceview.NoCreateTopics(),
+			fenceview.MaxStaleness(bound), fenceview.Logger(slog.New(slog.DiscardHandler)))
 	}()
 	defer func() {
 		stop()
