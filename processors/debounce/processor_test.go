@@ -506,4 +506,11 @@ func TestMaxAccuracyOption(t *testing.T) {
 			t.Errorf("MaxAccuracy(%v) accepted", m)
 		}
 	}
+	// Bad options are refused together, each by its name.
+	_, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.MaxAccuracy(0), debounce.Now(nil), debounce.Registerer(nil))
+	for _, want := range []string{"MaxAccuracy: 0 m, must be positive", "Now: nil clock", "Registerer: nil registerer"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error containing %q, got %v", want, err)
+		}
+	}
 }

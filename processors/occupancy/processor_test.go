@@ -294,6 +294,13 @@ func TestNewRejects(t *testing.T) {
 	if _, err := occupancy.New(geofence.Topology(), occupancy.DevicesCap(0)); err == nil {
 		t.Error("a zero devices cap was accepted")
 	}
+	// Bad options are refused together, each by its name.
+	_, err := occupancy.New(geofence.Topology(), occupancy.DevicesCap(0), occupancy.Horizon(-1), occupancy.MaxMembers(0))
+	for _, want := range []string{"DevicesCap: must be positive", "Horizon: must be positive", "MaxMembers: must be positive"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error containing %q, got %v", want, err)
+		}
+	}
 	topo := geofence.Topology()
 	topo.Boundaries = nil
 	if _, err := occupancy.New(topo); err == nil {
