@@ -68,7 +68,7 @@ func TestPythonProducer(t *testing.T) {
 	kc := embeddedtest.Client(t, cl, kgo.ConsumeTopics(geofence.TopicPings), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := geofence.Topology(geofence.WithPartitions(partitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
+	if err := geofence.Topology(geofence.Partitions(partitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -52,9 +52,9 @@ type ensureConfig struct {
 	createWait  time.Duration
 }
 
-// WithReplication sets the replication factor of created topics (default -1: the
+// Replication sets the replication factor of created topics (default -1: the
 // broker's default.replication.factor).
-func WithReplication(rf int16) EnsureOpt { return func(c *ensureConfig) { c.replication = rf } }
+func Replication(rf int16) EnsureOpt { return func(c *ensureConfig) { c.replication = rf } }
 
 // Ensure creates every declared topic that is missing, with its declared partition
 // count and cleanup policy, and then checks every topic. It returns a joined error

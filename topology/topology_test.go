@@ -14,7 +14,7 @@ func TestGeofenceValidates(t *testing.T) {
 	if err := g.Validate(); err != nil {
 		t.Fatalf("Geofence().Validate() = %v", err)
 	}
-	if err := geofence.Topology(geofence.WithPartitions(12)).Validate(); err != nil {
+	if err := geofence.Topology(geofence.Partitions(12)).Validate(); err != nil {
 		t.Fatalf("Geofence(12).Validate() = %v", err)
 	}
 	for _, name := range []string{geofence.TopicPings, geofence.TopicTriggers, geofence.TopicDebouncer, geofence.TopicOccupancyMembers, geofence.TopicOccupancyChanges, geofence.TopicOccupancy, topology.TopicDeadLetter} {

@@ -30,7 +30,7 @@ func TestBadFlags(t *testing.T) {
 	var out bytes.Buffer
 	err := binary().Run(context.Background(), []string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(),
 		"--delivery-max-attempts", "0", "--delivery-backoff", "2s", "--delivery-backoff-max", "1s"}, &out, nil)
-	if err == nil || !strings.Contains(err.Error(), "max attempts must be positive") || !strings.Contains(err.Error(), "backoff ceiling") {
+	if err == nil || !strings.Contains(err.Error(), "MaxAttempts: must be positive") || !strings.Contains(err.Error(), "Backoff: ceiling") {
 		t.Fatalf("bad flags: %v\n%s", err, out.String())
 	}
 }

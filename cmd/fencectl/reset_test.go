@@ -36,7 +36,7 @@ func runDebouncer(t *testing.T, addr, stateDir string, minSamples uint32, want i
 	if err := cat.Apply(1, []fences.Fence{f}, nil); err != nil {
 		t.Fatal(err)
 	}
-	d, err := debounce.New(geofence.Topology(), cat, debounce.WithDefaults(debounce.DefaultSettings()))
+	d, err := debounce.New(geofence.Topology(), cat, debounce.Defaults(debounce.DefaultSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,9 +166,9 @@ devices) as JSON. "fencectl sim misorder" compares keying strategies without a b
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	topo := geofence.Topology(geofence.WithPartitions(int32(*partitions)))
+	topo := geofence.Topology(geofence.Partitions(int32(*partitions)))
 	prod, err := produce.New[pb.Ping](kf.cl, topo.MustTopic(geofence.TopicPings),
-		produce.WithClock(hlc.New(nil)), produce.WithLogger(log))
+		produce.HLC(hlc.New(nil)), produce.Logger(log))
 	if err != nil {
 		return c.fail(stderr, err)
 	}

@@ -98,7 +98,7 @@ topics are created first (existing ones are never changed).`)
 	cctx, cancel := context.WithTimeout(ctx, 3*kf.timeout)
 	defer cancel()
 	if *create {
-		err = topo.Ensure(cctx, adm, topology.WithReplication(int16(*replication)))
+		err = topo.Ensure(cctx, adm, topology.Replication(int16(*replication)))
 	} else {
 		err = topo.Check(cctx, adm)
 	}

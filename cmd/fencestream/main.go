@@ -365,25 +365,23 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 		g.Go(func() error { return follow(gctx) })
 	}
 	g.Go(func() error {
-		return fenceview.Run(gctx, fenceview.Options{
-			Cluster:        o.cl,
-			Listener:       l,
-			Partitions:     int32(o.partitions),
-			Topology:       topo,
-			Routes:         host.Routes(o.mods...),
-			NoCreateTopics: true,
-			Catalogue:      cat,
-			CatalogueReady: catReady,
-			StateDir:       filepath.Join(o.stateDir(), "fenceview"), // a restart catches up
-			Log:            log.With("component", "fenceview"),
-			ServerOpts: []fenceview.Opt{
-				fenceview.WithMap(o.mapCfg),
-				fenceview.WithDebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
-				fenceview.WithMaxStreams(o.http.MaxStreams),
-			},
-			HTTP:               o.http.Opts(),
-			SubscriptionWrites: o.subsWrites,
-		})
+		vopts := []fenceview.Opt{
+			fenceview.Partitions(int32(o.partitions)),
+			fenceview.Topology(topo),
+			fenceview.ModuleRoutes(host.Routes(o.mods...)...),
+			fenceview.NoCreateTopics(),
+			fenceview.Catalogue(cat, catReady),
+			fenceview.StateDir(filepath.Join(o.stateDir(), "fenceview")), // a restart catches up
+			fenceview.Logger(log.With("component", "fenceview")),
+			fenceview.Map(o.mapCfg),
+			fenceview.DebounceDefaults(debounce.DefaultSettings()), // the debouncer's, below
+			fenceview.MaxStreams(o.http.MaxStreams),
+			fenceview.HTTP(o.http.Opts()...),
+		}
+		if o.subsWrites {
+			vopts = append(vopts, fenceview.WritableSubscriptions())
+		}
+		return fenceview.Run(gctx, o.cl, l, vopts...)
 	})
 	// Every linked module (processors/modules) runs with the same options.
 	g.Go(func() error {

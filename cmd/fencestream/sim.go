@@ -191,7 +191,7 @@ func (s *simulator) run(ctx context.Context) error {
 		clock.Observe(prev.LastHLC)
 	}
 	prod, err := produce.New[pb.Ping](s.o.cl, s.topo.MustTopic(geofence.TopicPings),
-		produce.WithClock(clock), produce.WithLogger(s.log))
+		produce.HLC(clock), produce.Logger(s.log))
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
 	}

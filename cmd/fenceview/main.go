@@ -108,21 +108,24 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return fenceview.Run(ctx, fenceview.Options{
-		Topology:           topo,
-		Routes:             host.Routes(mods...),
-		Cluster:            cl,
-		Listener:           l,
-		Partitions:         int32(*partitions),
-		NoCreateTopics:     *noCreate,
-		Log:                log,
-		ServerOpts:         []fenceview.Opt{fenceview.WithMap(mapCfg), fenceview.WithMaxStreams(httpf.MaxStreams)},
-		HTTP:               httpf.Opts(),
-		StateDir:           *stateDir,
-		SubscriptionWrites: *subsWrites,
-		Shard:              sh,
-		MaxStaleness:       *maxStale,
-	})
+	opts := []fenceview.Opt{
+		fenceview.Topology(topo),
+		fenceview.ModuleRoutes(host.Routes(mods...)...),
+		fenceview.Partitions(int32(*partitions)),
+		fenceview.Logger(log),
+		fenceview.Map(mapCfg), fenceview.MaxStreams(httpf.MaxStreams),
+		fenceview.HTTP(httpf.Opts()...),
+		fenceview.StateDir(*stateDir),
+		fenceview.Sharding(sh),
+		fenceview.MaxStaleness(*maxStale),
+	}
+	if *noCreate {
+		opts = append(opts, fenceview.NoCreateTopics())
+	}
+	if *subsWrites {
+		opts = append(opts, fenceview.WritableSubscriptions())
+	}
+	return fenceview.Run(ctx, cl, l, opts...)
 }
 
 // shardFlags builds the replica's shard from --shard or --replica/--replicas

@@ -89,7 +89,7 @@ func (e *env) occupancyAlone(ctx context.Context) (Stage, error) {
 		errc <- occupancy.Run(ctx, host.Env{
 			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(e.stateDir("occupancy-alone"))}, e.groupOpts()...),
 			Started: occP.store,
-		}, occupancy.WithLagInterval(0))
+		}, occupancy.LagInterval(0))
 	}()
 	defer func() { cancel(); <-done }()
 	var t timer

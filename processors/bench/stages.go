@@ -184,7 +184,7 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 		err := debounce.Run(ctx, host.Env{
 			Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("debouncer"))}, e.groupOpts()...),
 			Started: func(p *group.Processor) { debP.Store(p) },
-		}, debounce.WithFences(fences.Loaded(e.cat)))
+		}, debounce.Fences(fences.Loaded(e.cat)))
 		r.errc <- err
 		return err
 	})
@@ -193,7 +193,7 @@ func (e *env) startIn(ctx context.Context, withOccupancy bool, dir string) (*run
 			err := occupancy.Run(ctx, host.Env{
 				Cluster: e.cl, Topology: e.topo, Log: e.log, Group: append([]group.Opt{group.StateDir(stateDir("occupancy"))}, e.groupOpts()...),
 				Started: occP.store,
-			}, occupancy.WithFences(fences.Loaded(e.cat)), occupancy.WithLagInterval(0))
+			}, occupancy.Fences(fences.Loaded(e.cat)), occupancy.LagInterval(0))
 			r.errc <- err
 			return err
 		})

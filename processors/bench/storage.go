@@ -261,7 +261,7 @@ func (e *env) connect() (cleanup func(), err error) {
 		closers = append(closers, func() { os.RemoveAll(d) })
 		e.dirs = d
 	}
-	e.topo = geofence.Topology(geofence.WithPartitions(e.cfg.Partitions))
+	e.topo = geofence.Topology(geofence.Partitions(e.cfg.Partitions))
 	kopts, err := e.cl.Kgo()
 	if err != nil {
 		cleanup()

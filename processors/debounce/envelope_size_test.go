@@ -109,7 +109,7 @@ func TestEnvelopeBytes(t *testing.T) {
 	pings := sim.Pings()
 	now := time.UnixMilli(pings[0].GetDeviceTimeMs())
 	tt := tester.New(t)
-	d, err := debounce.New(geofence.Topology(), cat, debounce.WithClock(func() time.Time { return now }))
+	d, err := debounce.New(geofence.Topology(), cat, debounce.Now(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func runDebouncer(t *testing.T, cl cluster.Config, d *debounce.Debouncer, stateD
 // nothing valid is lost.
 func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	cl := embeddedtest.Cluster(t)
-	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithDefaults(testSettings()))
+	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.Defaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := debounce.New(topo, testCatalogue(t), debounce.WithDefaults(testSettings()))
+	d, err := debounce.New(topo, testCatalogue(t), debounce.Defaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}

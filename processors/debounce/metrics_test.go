@@ -15,7 +15,7 @@ import (
 func TestMetricsGoToTheGivenRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	for range 2 {
-		if _, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithRegisterer(reg)); err != nil {
+		if _, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.Registerer(reg)); err != nil {
 			t.Fatalf("a second debouncer on one registry: %v", err)
 		}
 	}

@@ -51,12 +51,12 @@ func Module(opts ...Opt) host.Module {
 			return s.Validate()
 		},
 		Run: func(ctx context.Context, env host.Env) error {
-			return Run(ctx, env, WithDefaults(*s), WithMaxAccuracy(cfg.maxAccuracyM), WithFences(cfg.fences), WithClock(cfg.now))
+			return Run(ctx, env, Defaults(*s), MaxAccuracy(cfg.maxAccuracyM), Fences(cfg.fences), Now(cfg.now))
 		},
 	})
 }
 
-// Run follows the fence catalogue (or shares WithFences'), waits until it
+// Run follows the fence catalogue (or shares the one Fences gave), waits until it
 // has caught up (a debouncer with a half-loaded catalogue would close every
 // stay with FENCE_DELETED), then runs the processor (whose timers close silent
 // devices) until ctx ends. The group takes env.Group's options.
@@ -67,9 +67,9 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	}
 	log := env.Logger()
 	cat, ready, follow := cfg.fences.OrNew(geofence.TopicFences).Follow(env.Cluster, log, env.Registerer)
-	opts = append(opts, WithLogger(log))
+	opts = append(opts, Logger(log))
 	if env.Registerer != nil {
-		opts = append(opts, WithRegisterer(env.Registerer))
+		opts = append(opts, Registerer(env.Registerer))
 	}
 	d, err := New(env.Topology, cat, opts...)
 	if err != nil {

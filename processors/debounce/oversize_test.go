@@ -37,7 +37,7 @@ func TestOversizedPingsMoveOn(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &embeddedtest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithDefaults(testSettings()), debounce.WithRegisterer(reg), debounce.WithLogger(log))
+	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.Defaults(testSettings()), debounce.Registerer(reg), debounce.Logger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

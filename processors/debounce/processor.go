@@ -15,7 +15,7 @@ import (
 	"github.com/fencestream/fencestream/topology"
 )
 
-// metrics are the debouncer's, registered on WithRegisterer's registry.
+// metrics are the debouncer's, registered on Registerer's registry.
 type metrics struct {
 	pingsApplied, flapsSuppressed, stalePings, silenceTimers prometheus.Counter
 	triggersEmitted                                          *prometheus.CounterVec
@@ -72,30 +72,54 @@ func defaultConfig() config {
 	return config{defaults: DefaultSettings(), log: slog.Default(), now: time.Now, maxAccuracyM: DefaultMaxAccuracyM, registerer: prometheus.DefaultRegisterer}
 }
 
-// WithFences makes Module and Run take the fence catalogue from s (shared
+// Fences makes Module and Run take the fence catalogue from s (shared
 // with the binary's other modules) instead of following the fences topic
 // themselves (default: a catalogue of their own). New ignores it.
-func WithFences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
+func Fences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
 
-// WithMaxAccuracy sets the largest accuracy radius (metres) a ping may state;
+// MaxAccuracy sets the largest accuracy radius (metres) a ping may state;
 // a vaguer one is dead-lettered as implausible (default DefaultMaxAccuracyM).
-func WithMaxAccuracy(m float64) Opt { return func(c *config) { c.maxAccuracyM = m } }
+func MaxAccuracy(m float64) Opt { return func(c *config) { c.maxAccuracyM = m } }
 
-// WithDefaults sets the debounce settings of fences that do not override them
+// Defaults sets the debounce settings of fences that do not override them
 // (default DefaultSettings()).
-func WithDefaults(s Settings) Opt { return func(c *config) { c.defaults = s } }
+func Defaults(s Settings) Opt { return func(c *config) { c.defaults = s } }
 
-// WithRegisterer sets where the debouncer's metrics are registered (default
+// Registerer sets where the debouncer's metrics are registered (default
 // prometheus.DefaultRegisterer); Module and Run use the binary's.
-func WithRegisterer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
+func Registerer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
+// Logger sets the logger (default slog.Default(); nil keeps it).
+func Logger(l *slog.Logger) Opt {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
 
-// WithClock sets the wall clock of the debouncer's processor (default
+// Now sets the wall clock of the debouncer's processor (default
 // time.Now): when an idle partition's silent devices time out, and the
 // future-HLC check. Event time never comes from it.
-func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
+func Now(now func() time.Time) Opt { return func(c *config) { c.now = now } }
+
+// validate refuses options that cannot work, naming each.
+func (c *config) validate() error {
+	var errs []error
+	if err := c.defaults.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Defaults: %w", err))
+	}
+	if !finite(c.maxAccuracyM) || c.maxAccuracyM <= 0 {
+		errs = append(errs, fmt.Errorf("MaxAccuracy: %v m, must be positive and finite", c.maxAccuracyM))
+	}
+	if c.now == nil {
+		errs = append(errs, errors.New("Now: nil clock"))
+	}
+	if c.registerer == nil {
+		errs = append(errs, errors.New("Registerer: nil registerer"))
+	}
+	return errors.Join(errs...)
+}
 
 // Debouncer holds the catalogue and the group definition.
 type Debouncer struct {
@@ -113,33 +137,30 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if err := cfg.defaults.Validate(); err != nil {
-		return nil, err
-	}
-	if !finite(cfg.maxAccuracyM) || cfg.maxAccuracyM <= 0 {
-		return nil, fmt.Errorf("debounce: maximum accuracy %v m must be positive and finite", cfg.maxAccuracyM)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("debounce: %w", err)
 	}
 	m, err := newMetrics(cfg.registerer)
 	if err != nil {
 		return nil, fmt.Errorf("debounce: metrics: %w", err)
 	}
 	d := &Debouncer{cfg: cfg, cat: cat, m: m}
-	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log)
-	// A device's next ping finds its envelope and state decoded, as its last
-	// ping left them: no store read and no decode per ping while it is
-	// cached. handlePing and handleSilence never keep a state past their
-	// callback.
-	group.CacheEnvelopes(g, envelopeCacheBytes)
-	group.CacheStates(g, envelopeCacheBytes) // kept in the envelopes' entries, under their budget
+	g := group.New[geofencepb.DeviceState](topo, geofence.GroupDebouncer, cfg.log,
+		// A device's next ping finds its envelope and state decoded, as its
+		// last ping left them: no store read and no decode per ping while it
+		// is cached. handlePing and handleSilence never keep a state past
+		// their callback.
+		group.CacheEnvelopes(envelopeCacheBytes),
+		group.CacheStates(envelopeCacheBytes), // kept in the envelopes' entries, under their budget
+		// Stale pings are dead-lettered by the kit (ordered by HLC) before
+		// handlePing sees them, and by handlePing after a TIMEOUT exit:
+		// counted here, once each, whichever refused them.
+		group.OnDeadLetter(func(topic, reason string) {
+			if topic == geofence.TopicPings && reason == group.ReasonStale {
+				m.stalePings.Inc()
+			}
+		}))
 	group.Stream(g, geofence.TopicPings, d.handlePing, group.OrderedByHLC(PingHLC), group.EventTime(pingTime))
-	// Stale pings are dead-lettered by the kit (ordered by HLC) before
-	// handlePing sees them, and by handlePing after a TIMEOUT exit: counted
-	// here, once each, whichever refused them.
-	group.OnDeadLetter(g, func(topic, reason string) {
-		if topic == geofence.TopicPings && reason == group.ReasonStale {
-			m.stalePings.Inc()
-		}
-	})
 	d.triggers = group.Output[geofencepb.Trigger](g, geofence.TopicTriggers)
 	group.OnTimer(g, d.handleSilence)
 	d.group = g
@@ -154,7 +175,7 @@ func (d *Debouncer) Group() *Group { return d.group }
 // its stream time follow the wall clock, so its silent devices still time out
 // (stream time moves only with data otherwise).
 func (d *Debouncer) ProcessorOpts() []group.Opt {
-	return []group.Opt{group.IdleStreamTime(d.cfg.defaults.SilenceTimeout), group.Clock(d.cfg.now)}
+	return []group.Opt{group.IdleStreamTime(d.cfg.defaults.SilenceTimeout), group.Now(d.cfg.now)}
 }
 
 func pingTime(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }

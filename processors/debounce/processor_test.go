@@ -74,8 +74,8 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, tt: tester.New(t), now: time.UnixMilli(1_800_000_000_000)}
-	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithDefaults(testSettings()),
-		debounce.WithClock(func() time.Time { return h.now }))
+	d, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.Defaults(testSettings()),
+		debounce.Now(func() time.Time { return h.now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,8 +502,15 @@ func TestProcessorDeadLettersImplausiblePings(t *testing.T) {
 
 func TestMaxAccuracyOption(t *testing.T) {
 	for _, m := range []float64{0, -1, math.NaN(), math.Inf(1)} {
-		if _, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.WithMaxAccuracy(m)); err == nil {
-			t.Errorf("WithMaxAccuracy(%v) accepted", m)
+		if _, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.MaxAccuracy(m)); err == nil {
+			t.Errorf("MaxAccuracy(%v) accepted", m)
+		}
+	}
+	// Bad options are refused together, each by its name.
+	_, err := debounce.New(geofence.Topology(), testCatalogue(t), debounce.MaxAccuracy(0), debounce.Now(nil), debounce.Registerer(nil))
+	for _, want := range []string{"MaxAccuracy: 0 m, must be positive", "Now: nil clock", "Registerer: nil registerer"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error containing %q, got %v", want, err)
 		}
 	}
 }

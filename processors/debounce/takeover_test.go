@@ -28,7 +28,7 @@ type instance struct {
 
 func startInstance(t testing.TB, cl cluster.Config, standby bool) *instance {
 	t.Helper()
-	d, err := debounce.New(geofence.Topology(), testCatalogueTB(t), debounce.WithDefaults(testSettings()))
+	d, err := debounce.New(geofence.Topology(), testCatalogueTB(t), debounce.Defaults(testSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func benchDeliveries(b *testing.B, partitions int32) {
 				close(ready)
 			}
 		}}
-	go func() { done <- delivery.Run(ctx, env, delivery.WithSubscriptions(subs)) }()
+	go func() { done <- delivery.Run(ctx, env, delivery.SharedSubscriptions(subs)) }()
 	select {
 	case <-ready:
 	case err := <-done:

@@ -108,7 +108,7 @@ func Module(opts ...Opt) host.Module {
 }
 
 // Run builds both groups, follows the subscriptions topic (unless
-// WithSubscriptions gave a set), and runs the groups once the
+// SharedSubscriptions gave a set), and runs the groups once the
 // subscriptions are loaded, until ctx ends.
 func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	log := env.Logger()

@@ -43,8 +43,8 @@ func startOn(t *testing.T, reg prometheus.Registerer, subs *delivery.Subscriptio
 		t.Fatal(err)
 	}
 	h := grouptest.New(t, base.Add(time.Hour))
-	gs, err := delivery.New(topo, nil, reg, append([]delivery.Opt{delivery.WithSubscriptions(subs), delivery.WithClock(h.Now),
-		delivery.WithBackoff(time.Second, 10*time.Second), delivery.WithAttemptTimeout(5 * time.Second)}, opts...)...)
+	gs, err := delivery.New(topo, nil, reg, append([]delivery.Opt{delivery.SharedSubscriptions(subs), delivery.Now(h.Now),
+		delivery.Backoff(time.Second, 10*time.Second), delivery.AttemptTimeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

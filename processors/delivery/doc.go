@@ -10,14 +10,14 @@
 // Group delivery, keyed by device_id like its triggers, keeps per device a
 // queue per subscription (deliverypb.DeviceDeliveries). Only a queue's head
 // is attempted, so one device's triggers reach one subscription in order; a
-// device has at most WithMaxPending triggers queued, more are given up
+// device has at most MaxPending triggers queued, more are given up
 // (queue-full). A request is JSON (Payload), with Idempotency-Key = the
 // trigger id and Fencestream-Signature "t=<unix>,v1=<hex HMAC-SHA256 of
 // "<unix>.<body>">" keyed by the subscription's secret (Sign, Verify).
 //
 // Where attempts run: a handler call starts one per subscription in
-// parallel, each bounded by WithAttemptTimeout, and waits for their answers
-// at most WithAttemptWait (100 ms); after a success the queue's next
+// parallel, each bounded by AttemptTimeout, and waits for their answers
+// at most AttemptWait (100 ms); after a success the queue's next
 // trigger goes at once, for at most 32 rounds or one attempt timeout spent,
 // the rest on the timer. An attempt not answered within the wait goes on in
 // the background, its answer held in memory per (device, subscription,
@@ -42,7 +42,7 @@
 // retry must not wait for the next trigger. Rule 14 still holds for what is
 // written: the body and the records (outcomes, dead letters) carry the
 // trigger's event time; the wall clock decides only when an attempt runs
-// and whether a trigger is too old (WithMaxAge, from its first attempt).
+// and whether a trigger is too old (MaxAge, from its first attempt).
 // Two wall-clock values are observations, not derived data, and are
 // labelled so: the signature's timestamp (the sending time, for the
 // receiver's replay check) and Outcome.observed_ms (when an attempt was
@@ -50,8 +50,8 @@
 //
 // Delivery is at least once: a crash after a request and before the
 // handler's commit sends it again (same Idempotency-Key). A retry after
-// failures is exponential (WithBackoff) with jitter, at least Retry-After.
-// After WithMaxAttempts failures, or WithMaxAge, a trigger is given up:
+// failures is exponential (Backoff) with jitter, at least Retry-After.
+// After MaxAttempts failures, or MaxAge, a trigger is given up:
 // written to delivery-dead with the reason (attempts, max-age, queue-full,
 // gone, disabled, removed). A 410 Gone disables the subscription (the
 // group writes it back, enabled=false) and gives up its queue; the record

@@ -23,7 +23,7 @@ type flight struct {
 
 // flights holds the attempts still running, or answered and not yet picked
 // up, of this process: a handler waits for an attempt at most
-// WithAttemptWait, and the device's retry timer picks up its result later
+// AttemptWait, and the device's retry timer picks up its result later
 // in the key's own callback (so a slow endpoint holds no partition). They
 // are memory only: after a crash the result is lost and the trigger is sent
 // again (at least once, same Idempotency-Key). The endpoints' concurrency

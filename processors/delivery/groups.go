@@ -28,7 +28,7 @@ type Groups struct {
 	Deliveries *group.Group[deliverypb.DeviceDeliveries, *deliverypb.DeviceDeliveries]
 	Status     *group.Group[deliverypb.SubscriptionStatus, *deliverypb.SubscriptionStatus]
 	// Subscriptions is what the deliveries match triggers against: the
-	// WithSubscriptions set, else a new one the module's Run follows.
+	// SharedSubscriptions set, else a new one the module's Run follows.
 	Subscriptions *Subscriptions
 }
 
@@ -51,7 +51,7 @@ const retryTimer = "retry"
 
 // maxRounds bounds the rounds of one handler call per queue: a backlog
 // drains round by round (each a request per subscription, in parallel,
-// waited for at most WithAttemptWait), the rest on the timer. Rounds also
+// waited for at most AttemptWait), the rest on the timer. Rounds also
 // stop once a call has spent the attempt timeout, so one call holds its
 // partition at most the attempt timeout plus the attempt wait.
 const maxRounds = 32

@@ -103,7 +103,7 @@ func benchLatency(b *testing.B, rate int, slow time.Duration) {
 				close(ready)
 			}
 		}}
-	go func() { done <- delivery.Run(ctx, env, delivery.WithSubscriptions(subs)) }()
+	go func() { done <- delivery.Run(ctx, env, delivery.SharedSubscriptions(subs)) }()
 	select {
 	case <-ready:
 	case err := <-done:

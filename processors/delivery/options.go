@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Opt changes the delivery processor's settings.
+// Opt changes the delivery processor's settings; each overrides one default
+// of defaultConfig, which its doc names.
 type Opt func(*config)
 
 type config struct {
@@ -50,80 +51,81 @@ func defaultConfig() config {
 	}
 }
 
-// WithAttemptTimeout bounds one HTTP request (default 2 s).
-func WithAttemptTimeout(d time.Duration) Opt { return func(c *config) { c.attemptTimeout = d } }
+// AttemptTimeout bounds one HTTP request (default 2 s).
+func AttemptTimeout(d time.Duration) Opt { return func(c *config) { c.attemptTimeout = d } }
 
-// WithAttemptWait is how long a handler call waits for an attempt's answer
+// AttemptWait is how long a handler call waits for an attempt's answer
 // (default 100 ms). An attempt still running then goes on in the
 // background and the device's timer applies its answer about this long
 // later, so a slow endpoint holds no partition; a crash loses the answer
 // and the trigger is sent again (at least once).
-func WithAttemptWait(d time.Duration) Opt { return func(c *config) { c.attemptWait = d } }
+func AttemptWait(d time.Duration) Opt { return func(c *config) { c.attemptWait = d } }
 
-// WithMaxAttempts is how many failed attempts dead-letter a trigger
+// MaxAttempts is how many failed attempts dead-letter a trigger
 // (default 12).
-func WithMaxAttempts(n int) Opt { return func(c *config) { c.maxAttempts = n } }
+func MaxAttempts(n int) Opt { return func(c *config) { c.maxAttempts = n } }
 
-// WithMaxAge is how long after its first attempt (wall clock) a trigger
+// MaxAge is how long after its first attempt (wall clock) a trigger
 // still undelivered is dead-lettered (default 24 h).
-func WithMaxAge(d time.Duration) Opt { return func(c *config) { c.maxAge = d } }
+func MaxAge(d time.Duration) Opt { return func(c *config) { c.maxAge = d } }
 
-// WithBackoff sets the first retry delay and its ceiling (defaults 1 s and
+// Backoff sets the first retry delay and its ceiling (defaults 1 s and
 // 10 min): the delay doubles per failed attempt, with jitter, and is never
 // below the endpoint's Retry-After.
-func WithBackoff(base, ceiling time.Duration) Opt {
+func Backoff(base, ceiling time.Duration) Opt {
 	return func(c *config) { c.backoffBase, c.backoffMax = base, ceiling }
 }
 
-// WithMaxPending bounds the triggers a device may have queued, over all its
+// MaxPending bounds the triggers a device may have queued, over all its
 // subscriptions (default 256); one more is dead-lettered (queue-full).
-func WithMaxPending(n int) Opt { return func(c *config) { c.maxPending = n } }
+func MaxPending(n int) Opt { return func(c *config) { c.maxPending = n } }
 
-// WithEndpointConcurrency caps the requests in flight to one endpoint
+// EndpointConcurrency caps the requests in flight to one endpoint
 // (origin) from this process (default 16); an attempt over the cap is
 // scheduled 0.2-0.4 s later, not waited for.
-func WithEndpointConcurrency(n int) Opt { return func(c *config) { c.endpointConcurrency = n } }
+func EndpointConcurrency(n int) Opt { return func(c *config) { c.endpointConcurrency = n } }
 
-// WithBreaker sets how many consecutive failures (timeouts, connection
+// Breaker sets how many consecutive failures (timeouts, connection
 // errors, 429, 5xx) open an endpoint's breaker and how long it stays open
 // before one probe is let through (defaults 3 and 15 s).
-func WithBreaker(failures int, cooldown time.Duration) Opt {
+func Breaker(failures int, cooldown time.Duration) Opt {
 	return func(c *config) { c.breakerFailures, c.breakerCooldown = failures, cooldown }
 }
 
-// WithClock replaces the wall clock (default time.Now): it decides when
+// Now replaces the wall clock (default time.Now): it decides when
 // attempts are due and stamps outcome observations.
-func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
+func Now(now func() time.Time) Opt { return func(c *config) { c.now = now } }
 
-// WithHTTPClient replaces the HTTP client (default: a client of its own;
+// HTTPClient replaces the HTTP client (default: a client of its own;
 // redirects are never followed either way).
-func WithHTTPClient(h *http.Client) Opt { return func(c *config) { c.client = h } }
+func HTTPClient(h *http.Client) Opt { return func(c *config) { c.client = h } }
 
-// WithSubscriptions makes the processor use subs instead of following the
+// SharedSubscriptions makes the processor use subs instead of following the
 // subscriptions topic itself (tests, or a binary that shares one).
-func WithSubscriptions(subs *Subscriptions) Opt { return func(c *config) { c.subs = subs } }
+func SharedSubscriptions(subs *Subscriptions) Opt { return func(c *config) { c.subs = subs } }
 
+// validate refuses options that cannot work, naming each.
 func (c *config) validate() error {
 	var errs []error
 	positive := func(name string, ok bool, v any) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %v", name, v))
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %v", name, v))
 		}
 	}
-	positive("attempt timeout", c.attemptTimeout > 0, c.attemptTimeout)
-	positive("attempt wait", c.attemptWait > 0, c.attemptWait)
-	positive("max attempts", c.maxAttempts > 0, c.maxAttempts)
-	positive("max age", c.maxAge > 0, c.maxAge)
-	positive("backoff", c.backoffBase > 0, c.backoffBase)
-	positive("max pending", c.maxPending > 0, c.maxPending)
-	positive("endpoint concurrency", c.endpointConcurrency > 0, c.endpointConcurrency)
-	positive("breaker failures", c.breakerFailures > 0, c.breakerFailures)
-	positive("breaker cooldown", c.breakerCooldown > 0, c.breakerCooldown)
+	positive("AttemptTimeout", c.attemptTimeout > 0, c.attemptTimeout)
+	positive("AttemptWait", c.attemptWait > 0, c.attemptWait)
+	positive("MaxAttempts", c.maxAttempts > 0, c.maxAttempts)
+	positive("MaxAge", c.maxAge > 0, c.maxAge)
+	positive("Backoff", c.backoffBase > 0, c.backoffBase)
+	positive("MaxPending", c.maxPending > 0, c.maxPending)
+	positive("EndpointConcurrency", c.endpointConcurrency > 0, c.endpointConcurrency)
+	positive("Breaker: failures", c.breakerFailures > 0, c.breakerFailures)
+	positive("Breaker: cooldown", c.breakerCooldown > 0, c.breakerCooldown)
 	if c.backoffMax < c.backoffBase {
-		errs = append(errs, fmt.Errorf("backoff ceiling %s is below the first delay %s", c.backoffMax, c.backoffBase))
+		errs = append(errs, fmt.Errorf("Backoff: ceiling %s is below the first delay %s", c.backoffMax, c.backoffBase))
 	}
 	if c.now == nil {
-		errs = append(errs, errors.New("clock is nil"))
+		errs = append(errs, errors.New("Now: nil clock"))
 	}
 	return errors.Join(errs...)
 }

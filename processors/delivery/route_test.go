@@ -74,8 +74,8 @@ func TestStatusRoute(t *testing.T) {
 	}
 }
 
-// A device's queue is bounded: past WithMaxPending the trigger is given up
-// (queue-full), and a trigger failing WithMaxAttempts times is given up
+// A device's queue is bounded: past MaxPending the trigger is given up
+// (queue-full), and a trigger failing MaxAttempts times is given up
 // (attempts), which lets the next one go; the endpoint's breaker opens
 // after its failures, and attempts while it is open are deferred, not sent.
 func TestBoundsAndBreaker(t *testing.T) {
@@ -85,7 +85,7 @@ func TestBoundsAndBreaker(t *testing.T) {
 	})
 	subs := delivery.NewSubscriptions()
 	subs.Put(sub("down", down.url()))
-	h := start(t, subs, delivery.WithMaxPending(3), delivery.WithMaxAttempts(2), delivery.WithBreaker(2, time.Minute))
+	h := start(t, subs, delivery.MaxPending(3), delivery.MaxAttempts(2), delivery.Breaker(2, time.Minute))
 	for n := 1; n <= 4; n++ {
 		h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", n))
 	}
@@ -139,7 +139,7 @@ func TestEndpointConcurrencyCap(t *testing.T) {
 	b.Secret = "s3cret-a"
 	subs.Put(b)
 	reg := prometheus.NewRegistry()
-	h := startOn(t, reg, subs, delivery.WithEndpointConcurrency(1))
+	h := startOn(t, reg, subs, delivery.EndpointConcurrency(1))
 	go func() {
 		// Hold the first request until the other has been deferred (the
 		// handler returns only once both attempts have).
@@ -193,7 +193,7 @@ func TestDisabledOrRemovedWhilePending(t *testing.T) {
 	subs := delivery.NewSubscriptions()
 	subs.Put(sub("x", down.url()))
 	subs.Put(sub("y", down.url()+"/y"))
-	h := start(t, subs, delivery.WithBreaker(100, time.Minute))
+	h := start(t, subs, delivery.Breaker(100, time.Minute))
 	h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", 1))
 	h.Consume(geofence.TopicTriggers, "dev-1", trigger("dev-1", "f-1", 2))
 	calls := down.callCount()

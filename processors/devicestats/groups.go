@@ -42,16 +42,14 @@ type handles struct {
 // (host.Compose with Module does that).
 func New(topo *topology.Topology, log *slog.Logger) Groups {
 	h := &handles{}
-	d := group.New[devicestatspb.DeviceStats](topo, Group, log)
+	d := group.New[devicestatspb.DeviceStats](topo, Group, log, group.StateTTL(DeviceTTL))
 	group.Stream(d, geofence.TopicPings, h.ping, group.EventTime(pingTime))
 	h.hourly = windows.NewWindows(d, "hourly", windows.Tumbling(time.Hour, HourGrace).Retain(HoursKept), hourlySet, h.closeHour)
 	h.hours = group.Output[devicestatspb.DeviceHour](d, TopicHours)
-	group.StateTTL(d, DeviceTTL)
 
-	f := group.New[devicestatspb.FleetHour](topo, Fleet, log)
+	f := group.New[devicestatspb.FleetHour](topo, Fleet, log, group.StateTTL(FleetTTL))
 	group.Stream(f, TopicHours, h.rekey)
 	h.byHour = group.Loop(f, h.count, group.EventTime(hourEnd))
-	group.StateTTL(f, FleetTTL)
 	return Groups{Devices: d, Fleet: f}
 }
 

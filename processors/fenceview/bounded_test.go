@@ -99,7 +99,7 @@ func TestServeRefusesForeignHosts(t *testing.T) {
 // A trigger stream outlives the server's write timeout, and streams beyond
 // the cap are answered 503.
 func TestTriggerStreamsExemptFromWriteTimeoutAndCapped(t *testing.T) {
-	f := newFixture(t, fenceview.WithHeartbeat(50*time.Millisecond), fenceview.WithMaxStreams(1))
+	f := newFixture(t, fenceview.Heartbeat(50*time.Millisecond), fenceview.MaxStreams(1))
 	f.ready.notReady.Store(false)
 	const write = 200 * time.Millisecond
 	base := serveBounded(t, f, httpguard.Timeouts(time.Second, write, write, time.Second))

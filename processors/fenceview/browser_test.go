@@ -57,7 +57,7 @@ func TestBrowserPage(t *testing.T) {
 	})
 	t.Run("tiles=local", func(t *testing.T) {
 		tiles := tileServer(t)
-		f := newFixture(t, fenceview.WithMap(fenceview.MapConfig{Tiles: tiles.URL + "/{z}/{x}/{y}.png", Attribution: "test tiles"}))
+		f := newFixture(t, fenceview.Map(fenceview.MapConfig{Tiles: tiles.URL + "/{z}/{x}/{y}.png", Attribution: "test tiles"}))
 		page := openPage(t, ctx, b, f)
 		var loaded int
 		page.until(t, ctx, "basemap tiles loaded", `document.querySelectorAll('.leaflet-tile-loaded').length`, &loaded, func() bool { return loaded > 0 })
@@ -76,7 +76,7 @@ func TestBrowserPage(t *testing.T) {
 		}
 		dead := "http://" + l.Addr().String()
 		l.Close() // nothing listens there now: every tile fails
-		f := newFixture(t, fenceview.WithMap(fenceview.MapConfig{Tiles: dead + "/{z}/{x}/{y}.png"}))
+		f := newFixture(t, fenceview.Map(fenceview.MapConfig{Tiles: dead + "/{z}/{x}/{y}.png"}))
 		page := openPage(t, ctx, b, f)
 		var errs string
 		page.until(t, ctx, "tile errors", `JSON.stringify(document.body.dataset.tileErrors || "0")`, &errs, func() bool { return errs != "0" })

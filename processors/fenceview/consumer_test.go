@@ -102,7 +102,7 @@ func TestTriggerFeedSurvivesRecreatedTopic(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	kc2 := embeddedtest.Client(t, cl)
-	if err := geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc2)); err != nil {
+	if err := geofence.Topology(geofence.Partitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc2)); err != nil {
 		t.Fatal(err)
 	}
 	outage := time.Since(deleted)

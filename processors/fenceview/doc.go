@@ -8,7 +8,7 @@
 // cmd/fenceview binary and the all-in-one runner both call it:
 //
 //	l, _ := net.Listen("tcp", "127.0.0.1:8080")
-//	err := fenceview.Run(ctx, fenceview.Options{Cluster: cl, Listener: l})
+//	err := fenceview.Run(ctx, cl, l)
 //
 // For tests and other embeddings, [NewServer] builds the handler alone over
 // [Sources]: small interfaces ([DeviceSource], [OccupancySource],
@@ -32,8 +32,8 @@
 // Modules' routes (host.Route) are served beside these, e.g. the delivery
 // module's GET /v1/subscriptions/{id} (a subscription's delivery status).
 //
-// The only writes, off by default ([Options.SubscriptionWrites],
-// [WithSubscriptionWrites]; 405 naming --subscription-writes while off):
+// The only writes, off by default ([WritableSubscriptions],
+// [SubscriptionWrites]; 405 naming --subscription-writes while off):
 //
 //	PUT    /v1/subscriptions/{id}          a subscription, JSON {url, secret, fence_ids, fence_tags, device_groups,
 //	                                       types (enter|exit|dwell), enabled (default true)}; checked with
@@ -56,7 +56,7 @@
 //     data_age_seconds in /readyz) is the time since the views last
 //     confirmed with the brokers, once a second, that they hold every record
 //     of their tables. A view that cannot reach the brokers keeps its copy,
-//     and once the age passes [Options.MaxStaleness] (default
+//     and once the age passes [MaxStaleness] (default
 //     [DefaultMaxStaleness]) /readyz and reads answer 503 saying how old.
 //   - The trigger feed backs off (jittered, capped) while fetches fail and
 //     logs that at most once per 10 s; a recreated triggers topic is
@@ -78,7 +78,7 @@
 //     a "dropped" event) instead of slowing the others.
 //   - Replicas are independent: no consumer group, no committed offsets;
 //     by default each replica holds whole copies of the tables and answers
-//     every key. A sharded replica ([Options.Shard]) holds some partitions
+//     every key. A sharded replica ([Sharding]) holds some partitions
 //     and reads a key of any other partition from the one peer holding it
 //     (a peer answers only what it holds, so reads never loop); reads that
 //     need every partition merge all replicas' shares. Either way every

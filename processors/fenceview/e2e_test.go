@@ -44,7 +44,7 @@ func startBroker(t *testing.T, ctx context.Context) (cluster.Config, *kgo.Client
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	if err := geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
+	if err := geofence.Topology(geofence.Partitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc)); err != nil {
 		t.Fatal(err)
 	}
 	return cl, kc
@@ -81,10 +81,8 @@ func startService(t *testing.T, ctx context.Context, cl cluster.Config) string {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- fenceview.Run(ctx, fenceview.Options{
-			Cluster: cl, Listener: l, Partitions: e2ePartitions, NoCreateTopics: true,
-			Log: slog.New(slog.DiscardHandler),
-		})
+		done <- fenceview.Run(ctx, cl, l, fenceview.Partitions(e2ePartitions), fenceview.NoCreateTopics(),
+			fenceview.Logger(slog.New(slog.DiscardHandler)))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -64,14 +64,14 @@ func (m MapConfig) attribution() string {
 	return m.Attribution
 }
 
-// WithMap sets the page's basemap (default: none; the binaries default to
+// Map sets the page's basemap (default: none; the binaries default to
 // OpenStreetMap's tiles through MapConfig.RegisterFlags).
-func WithMap(m MapConfig) Opt { return func(c *config) { c.mapCfg = m } }
+func Map(m MapConfig) Opt { return func(c *config) { c.mapCfg = m } }
 
-// WithDebounceDefaults sets the debounce defaults the debouncer runs with,
+// DebounceDefaults sets the debounce defaults the debouncer runs with,
 // over which each fence's own settings are shown as its effective settings
 // (default debounce.DefaultSettings()).
-func WithDebounceDefaults(s debounce.Settings) Opt { return func(c *config) { c.defaults = s } }
+func DebounceDefaults(s debounce.Settings) Opt { return func(c *config) { c.defaults = s } }
 
 // PageConfig is the body of GET /v1/config: what the page needs to know.
 type PageConfig struct {

@@ -38,7 +38,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cl, kc := startBroker(t, ctx)
-	topo := geofence.Topology(geofence.WithPartitions(e2ePartitions))
+	topo := geofence.Topology(geofence.Partitions(e2ePartitions))
 	quiet := slog.New(slog.DiscardHandler)
 
 	demo := fences.Demo()
@@ -64,7 +64,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 
 	// The debouncer (no wall-clock sweep: the fleet's event time is not now)
 	// and the occupancy processor.
-	d, err := debounce.New(topo, cat, debounce.WithLogger(quiet))
+	d, err := debounce.New(topo, cat, debounce.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestPipelinePingsToAPI(t *testing.T) {
 	done := make(chan error, 2)
 	go func() { done <- dproc.Run(pctx) }()
 	go func() {
-		done <- occupancy.Run(pctx, host.Env{Cluster: cl, Topology: topo, Log: quiet, Group: []group.Opt{group.StateDir(t.TempDir())}}, occupancy.WithLagInterval(0))
+		done <- occupancy.Run(pctx, host.Env{Cluster: cl, Topology: topo, Log: quiet, Group: []group.Opt{group.StateDir(t.TempDir())}}, occupancy.LagInterval(0))
 	}()
 	t.Cleanup(func() {
 		pcancel()

@@ -2,9 +2,9 @@ package fenceview
 
 import "net/http"
 
-// WithRoute serves pattern with h besides fenceview's own routes (default:
+// Route serves pattern with h besides fenceview's own routes (default:
 // none). Run adds the routes of the modules it is given this way.
-func WithRoute(pattern string, h http.Handler) Opt {
+func Route(pattern string, h http.Handler) Opt {
 	return func(c *config) { c.routes = append(c.routes, route{pattern, h}) }
 }
 

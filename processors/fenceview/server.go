@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -51,45 +50,39 @@ type Sources struct {
 	Age AgeSource
 }
 
-// Opt configures NewServer.
-type Opt func(*config)
+// MaxStreams caps the trigger streams (/v1/triggers/stream) open at once
+// (default DefaultMaxStreams, 256); one more is answered 503.
+func MaxStreams(n int) Opt { return func(c *config) { c.streams = n } }
 
-type config struct {
-	topo      *topology.Topology
-	log       *slog.Logger
-	now       func() time.Time
-	heartbeat time.Duration
-	deviceCap int
-	routes    []route
-	mapCfg    MapConfig
-	defaults  debounce.Settings
-	streams   int
-	subs      SubscriptionStore // nil: subscription writes refused
+// Topology sets the topology /v1/topology describes and whose partition
+// counts /v1/partition and the partition fields use (default geofence.Topology()).
+func Topology(t *topology.Topology) Opt { return func(c *config) { c.topo = t } }
+
+// Logger sets the logger (default slog.Default(); nil keeps it).
+func Logger(l *slog.Logger) Opt {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
 }
 
-// WithMaxStreams caps the trigger streams (/v1/triggers/stream) open at once
-// (default DefaultMaxStreams, 256); one more is answered 503.
-func WithMaxStreams(n int) Opt { return func(c *config) { c.streams = n } }
+// Now sets the clock of relative times in responses (default time.Now).
+func Now(now func() time.Time) Opt { return func(c *config) { c.now = now } }
 
-// WithTopology sets the topology /v1/topology describes and whose partition
-// counts /v1/partition and the partition fields use (default geofence.Topology()).
-func WithTopology(t *topology.Topology) Opt { return func(c *config) { c.topo = t } }
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
-
-// WithClock sets the clock of relative times in responses (default time.Now).
-func WithClock(now func() time.Time) Opt { return func(c *config) { c.now = now } }
-
-// WithHeartbeat sets how often an idle trigger stream sends a comment line so
+// Heartbeat sets how often an idle trigger stream sends a comment line so
 // proxies and clients keep it open (default DefaultHeartbeat, 15s).
-func WithHeartbeat(d time.Duration) Opt { return func(c *config) { c.heartbeat = d } }
+func Heartbeat(d time.Duration) Opt { return func(c *config) { c.heartbeat = d } }
 
-// WithDeviceListCap caps the devices listed by /v1/fences/{id} (default
+// DeviceListCap caps the devices listed by /v1/fences/{id} (default
 // DefaultDeviceListCap, 100); the count stays exact.
-func WithDeviceListCap(n int) Opt { return func(c *config) { c.deviceCap = n } }
+func DeviceListCap(n int) Opt { return func(c *config) { c.deviceCap = n } }
 
+// validate refuses sources and options that cannot work, naming them.
 func (c *config) validate(src Sources) error {
+	if len(c.misplaced) > 0 {
+		return fmt.Errorf("fenceview: %w", errors.Join(c.misplaced...))
+	}
 	var missing []string
 	if src.Devices == nil {
 		missing = append(missing, "Devices")
@@ -143,12 +136,13 @@ type Server struct {
 
 // NewServer builds the handler over src.
 func NewServer(src Sources, opts ...Opt) (*Server, error) {
-	cfg := config{log: slog.Default(), now: time.Now, heartbeat: DefaultHeartbeat, deviceCap: DefaultDeviceListCap, defaults: debounce.DefaultSettings(), streams: DefaultMaxStreams}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	return newServer(src, newConfig(atServer, opts))
+}
+
+// newServer builds the handler over src with cfg, Run's or NewServer's.
+func newServer(src Sources, cfg config) (*Server, error) {
 	if cfg.topo == nil {
-		cfg.topo = geofence.Topology()
+		cfg.topo = geofence.Topology(geofence.Partitions(cfg.partitions))
 	}
 	if err := cfg.validate(src); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 type fixture struct {
@@ -53,7 +55,7 @@ func newFixture(t *testing.T, opts ...fenceview.Opt) *fixture {
 			"station-zoo":     {Phase: geofencepb.Phase_PHASE_ENTERING, CandidateSinceMs: 1_699_999_990_000, CandidateSamples: 1},
 			"park-tiergarten": {Phase: geofencepb.Phase_PHASE_INSIDE, InsideSinceMs: 1_699_999_000_000, DwellFired: true},
 		}})
-	opts = append([]fenceview.Opt{fenceview.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	opts = append([]fenceview.Opt{fenceview.Logger(slog.New(slog.DiscardHandler))}, opts...)
 	s, err := fenceview.NewServer(fenceview.Sources{Devices: f.devs, Occupancy: f.occ, Fences: cat, Ready: f.ready, Feed: f.feed}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +188,7 @@ func TestFencesList(t *testing.T) {
 }
 
 func TestFenceDetail(t *testing.T) {
-	f := newFixture(t, fenceview.WithDeviceListCap(2))
+	f := newFixture(t, fenceview.DeviceListCap(2))
 	f.occ.lag[topology.PartitionFor("park-tiergarten", topology.DefaultPartitions)] = 4
 	var d fenceview.FenceDetail
 	f.get(t, "/v1/fences/park-tiergarten", &d)
@@ -308,7 +310,7 @@ func TestPartition(t *testing.T) {
 }
 
 func TestTopology(t *testing.T) {
-	f := newFixture(t, fenceview.WithTopology(geofence.Topology(geofence.WithPartitions(6))))
+	f := newFixture(t, fenceview.Topology(geofence.Topology(geofence.Partitions(6))))
 	var tj fenceview.TopologyJSON
 	f.get(t, "/v1/topology", &tj)
 	if !strings.Contains(tj.Describe, "ORDERING BOUNDARY") || !strings.HasPrefix(tj.Mermaid, "flowchart") || tj.Name != "geofence" {
@@ -559,7 +561,7 @@ func TestTriggerStream(t *testing.T) {
 }
 
 func TestTriggerStreamHeartbeat(t *testing.T) {
-	f := newFixture(t, fenceview.WithHeartbeat(20*time.Millisecond))
+	f := newFixture(t, fenceview.Heartbeat(20*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, _ := openStream(t, ctx, f.srv.URL+"/v1/triggers/stream")
@@ -583,14 +585,38 @@ func TestNewServerValidates(t *testing.T) {
 		t.Fatalf("missing sources: %v", err)
 	}
 	src := fenceview.Sources{Devices: &fakeDevices{}, Occupancy: &fakeOccupancy{}, Fences: fences.New(), Ready: &fakeReady{}, Feed: fenceview.NewFeed(1)}
-	if _, err := fenceview.NewServer(src, fenceview.WithHeartbeat(0)); err == nil {
+	if _, err := fenceview.NewServer(src, fenceview.Heartbeat(0)); err == nil {
 		t.Fatal("zero heartbeat accepted")
 	}
-	if _, err := fenceview.NewServer(src, fenceview.WithDeviceListCap(0)); err == nil {
+	if _, err := fenceview.NewServer(src, fenceview.DeviceListCap(0)); err == nil {
 		t.Fatal("zero device cap accepted")
 	}
 	if _, err := fenceview.NewServer(src); err != nil {
 		t.Fatal(err)
+	}
+	// One Opt type serves NewServer and Run: an option only Run reads is
+	// refused by NewServer, naming it, rather than ignored.
+	if _, err := fenceview.NewServer(src, fenceview.StateDir("x"), fenceview.WritableSubscriptions()); err == nil ||
+		!strings.Contains(err.Error(), "StateDir: an option of Run, given to NewServer") || !strings.Contains(err.Error(), "WritableSubscriptions: an option of Run") {
+		t.Fatalf("Run's options given to NewServer: %v", err)
+	}
+}
+
+// Run checks its options together, naming each bad one, before it touches
+// the broker, and closes the listener it was given.
+func TestRunValidatesOptionsTogether(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = fenceview.Run(context.Background(), cluster.Config{}, l, fenceview.Partitions(-1), fenceview.ShutdownTimeout(0), fenceview.MaxStaleness(0), fenceview.Registerer(nil))
+	for _, want := range []string{"Partitions: must be positive", "ShutdownTimeout: must be positive", "MaxStaleness: must be positive", "Registerer: nil registerer"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error containing %q, got %v", want, err)
+		}
+	}
+	if _, err := l.Accept(); err == nil {
+		t.Error("Run left the listener open")
 	}
 }
 
@@ -616,7 +642,7 @@ func TestRecentTriggers(t *testing.T) {
 func TestFenceSettingsAndPageConfig(t *testing.T) {
 	defaults := debounce.DefaultSettings()
 	defaults.MinSamples = 4 // what the debouncer was started with
-	f := newFixture(t, fenceview.WithDebounceDefaults(defaults))
+	f := newFixture(t, fenceview.DebounceDefaults(defaults))
 	var d fenceview.FenceDetail
 	f.get(t, "/v1/fences/airport-ber", &d)
 	// The demo's airport sets min_samples 3, min_dwell_s 60, hysteresis_m
@@ -640,13 +666,13 @@ func TestFenceSettingsAndPageConfig(t *testing.T) {
 	if f.get(t, "/v1/config", &cfg); cfg.Tiles != "" || cfg.History != fenceview.DefaultHistory {
 		t.Fatalf("default page config %+v", cfg)
 	}
-	osm := newFixture(t, fenceview.WithMap(fenceview.MapConfig{Tiles: fenceview.DefaultTiles}))
+	osm := newFixture(t, fenceview.Map(fenceview.MapConfig{Tiles: fenceview.DefaultTiles}))
 	if osm.get(t, "/v1/config", &cfg); cfg.Tiles != fenceview.DefaultTiles || !strings.Contains(cfg.TilesAttribution, "OpenStreetMap") {
 		t.Fatalf("OpenStreetMap page config %+v", cfg)
 	}
 	for _, bad := range []string{"ftp://x/{z}/{x}/{y}", "https://tiles.example/{z}/{x}.png", "tiles"} {
 		if _, err := fenceview.NewServer(fenceview.Sources{Devices: f.devs, Occupancy: f.occ, Fences: f.cat, Ready: f.ready, Feed: f.feed},
-			fenceview.WithMap(fenceview.MapConfig{Tiles: bad})); err == nil {
+			fenceview.Map(fenceview.MapConfig{Tiles: bad})); err == nil {
 			t.Errorf("tiles %q accepted", bad)
 		}
 	}

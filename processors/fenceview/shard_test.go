@@ -18,15 +18,16 @@ import (
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/topology"
+	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 // runWith runs fenceview.Run with o on l until the test ends.
-func runWith(t *testing.T, ctx context.Context, l net.Listener, o fenceview.Options) string {
+func runWith(t *testing.T, ctx context.Context, cl cluster.Config, l net.Listener, opts ...fenceview.Opt) string {
 	t.Helper()
-	o.Listener, o.Partitions, o.NoCreateTopics, o.Log = l, e2ePartitions, true, slog.New(slog.DiscardHandler)
+	opts = append([]fenceview.Opt{fenceview.Partitions(e2ePartitions), fenceview.NoCreateTopics(), fenceview.Logger(slog.New(slog.DiscardHandler))}, opts...)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- fenceview.Run(ctx, o) }()
+	go func() { done <- fenceview.Run(ctx, cl, l, opts...) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -132,9 +133,9 @@ func TestShardedReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bases = append(bases, runWith(t, ctx, l, fenceview.Options{Cluster: cl, StateDir: t.TempDir(), Shard: &fenceview.Shard{Partitions: own, Peers: ps}}))
+		bases = append(bases, runWith(t, ctx, cl, l, fenceview.StateDir(t.TempDir()), fenceview.Sharding(&fenceview.Shard{Partitions: own, Peers: ps})))
 	}
-	full := runWith(t, ctx, lf, fenceview.Options{Cluster: cl})
+	full := runWith(t, ctx, cl, lf)
 	for _, b := range append([]string{full}, bases...) {
 		eventually(t, b+"/readyz", "readiness of "+b, func(s int, _ string) bool { return s == http.StatusOK })
 	}

@@ -54,7 +54,7 @@ func TestStaleViewsSayHowOld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = geofence.Topology(geofence.WithPartitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc))
+	err = geofence.Topology(geofence.Partitions(e2ePartitions)).Ensure(ctx, kadm.NewClient(kc))
 	kc.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +67,8 @@ func TestStaleViewsSayHowOld(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- fenceview.Run(runCtx, fenceview.Options{Cluster: cl, Listener: l, Partitions: e2ePartitions, NoCreateTopics: true,
-			MaxStaleness: bound, Log: slog.New(slog.DiscardHandler)})
+		done <- fenceview.Run(runCtx, cl, l, fenceview.Partitions(e2ePartitions), fenceview.NoCreateTopics(),
+			fenceview.MaxStaleness(bound), fenceview.Logger(slog.New(slog.DiscardHandler)))
 	}()
 	defer func() {
 		stop()

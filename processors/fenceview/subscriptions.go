@@ -39,10 +39,10 @@ type SubscriptionStore interface {
 	Current(ctx context.Context, id string) (*deliverypb.Subscription, error)
 }
 
-// WithSubscriptionWrites serves PUT and DELETE /v1/subscriptions/{id} and
+// SubscriptionWrites serves PUT and DELETE /v1/subscriptions/{id} and
 // POST /v1/subscriptions/{id}/disable, writing to st (default: nil, writes
 // refused with 405 naming SubscriptionWritesFlag).
-func WithSubscriptionWrites(st SubscriptionStore) Opt {
+func SubscriptionWrites(st SubscriptionStore) Opt {
 	return func(c *config) { c.subs = st }
 }
 

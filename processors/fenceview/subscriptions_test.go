@@ -101,7 +101,7 @@ func TestSubscriptionWritesOffByDefault(t *testing.T) {
 
 func TestSubscriptionPut(t *testing.T) {
 	st := &fakeSubs{}
-	f := newFixture(t, fenceview.WithSubscriptionWrites(st))
+	f := newFixture(t, fenceview.SubscriptionWrites(st))
 	status, _, body := send(t, http.MethodPut, f.srv.URL+"/v1/subscriptions/s1", goodSub)
 	if status != http.StatusOK {
 		t.Fatalf("PUT: %d %s", status, body)
@@ -206,7 +206,7 @@ func TestSubscriptionWritesOnBroker(t *testing.T) {
 	defer cancel()
 	cl, _ := startBroker(t, ctx)
 	mod := delivery.Module()
-	topo, err := host.Compose(geofence.Topology(geofence.WithPartitions(e2ePartitions)), mod)
+	topo, err := host.Compose(geofence.Topology(geofence.Partitions(e2ePartitions)), mod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +217,8 @@ func TestSubscriptionWritesOnBroker(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- fenceview.Run(rctx, fenceview.Options{Cluster: cl, Listener: l, Partitions: e2ePartitions, Topology: topo,
-			Routes: host.Routes(mod), SubscriptionWrites: true, Registerer: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler)})
+		done <- fenceview.Run(rctx, cl, l, fenceview.Partitions(e2ePartitions), fenceview.Topology(topo),
+			fenceview.ModuleRoutes(host.Routes(mod)...), fenceview.WritableSubscriptions(), fenceview.Registerer(prometheus.NewRegistry()), fenceview.Logger(slog.New(slog.DiscardHandler)))
 	}()
 	t.Cleanup(func() {
 		stop()

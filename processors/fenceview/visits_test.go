@@ -31,7 +31,7 @@ func TestFenceVisitsRoute(t *testing.T) {
 		},
 	}}
 	s, err := fenceview.NewServer(fenceview.Sources{Devices: f.devs, Occupancy: f.occ, Fences: f.cat, Ready: f.ready, Feed: f.feed, Visits: src},
-		fenceview.WithLogger(slog.New(slog.DiscardHandler)))
+		fenceview.Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,9 +29,9 @@ type Opt func(*config)
 
 type config struct{ partitions int32 }
 
-// WithPartitions sets the partition count of every keyed topic (default 24).
+// Partitions sets the partition count of every keyed topic (default 24).
 // The choice is permanent for a cluster: Ensure refuses a broker that differs.
-func WithPartitions(n int32) Opt { return func(c *config) { c.partitions = n } }
+func Partitions(n int32) Opt { return func(c *config) { c.partitions = n } }
 
 // Topology declares the fencestream pipeline: pings keyed by device into the
 // debouncer, triggers keyed by device into occupancy-members (each device's

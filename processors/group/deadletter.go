@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -262,13 +261,4 @@ func (g *Group[S, PS]) deadLetterRoom(ctx context.Context, cl cluster.Config, pc
 		pc = &c
 	}
 	return pc, deadLetterLimit(pc.Producer.MaxMessageBytes, topicMax)
-}
-
-// OnDeadLetter sets a function called with the input topic and the reason
-// each time the group dead-letters an input (default: none), whether the kit
-// did (a bad key, a stale HLC, a panic) or a handler: for an application's
-// own counts of what its processor refused. It runs in the callback; keep it
-// cheap and do not block.
-func OnDeadLetter[S any, PS codecs.Message[S]](g *Group[S, PS], fn func(topic, reason string)) {
-	g.onDeadLetter = fn
 }

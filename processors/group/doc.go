@@ -168,11 +168,20 @@
 // processors, each with its own options, stream time, timer index and
 // metrics. Options follow one recipe (franz-go's kgo), here and in every
 // kit package (ViewOpt, StreamOpt, statestore.Opt, httpguard.Opt): an
-// exported Opt is a function over an unexported config; one defaults
-// function (defaultRunConfig, defaultViewConfig) writes every default; one
-// validate checks the options together and refuses a bad one with an error
-// naming it (TimerBatch: must be at least 1, got 0); each option's doc names
-// the default it overrides.
+// exported Opt is a function over an unexported config named by a bare noun
+// (no With prefix); one defaults function (defaultConfig, defaultViewConfig)
+// writes every default; one validate checks the options together and refuses
+// a bad one with an error naming it (TimerBatch: must be at least 1, got 0);
+// each option's doc names the default it overrides. No free function mutates
+// a group under construction. One Opt type serves both places a group takes
+// options: New takes what the group is, which its application writes
+// (CacheEnvelopes, CacheStates, StateTTL, OrderedOutputs, OnDeadLetter);
+// Processor and Run take how this process runs it, which a main sets from
+// its flags (StateDir, Tester, Now, ReplayWindow, ...). An option given at
+// the other place is refused when the group is built, naming it and where it
+// belongs ("StateTTL: an option of New, given to Processor or Run"). A name
+// has one meaning across the kit and the application: Now is a wall clock
+// (func() time.Time), HLC a hybrid logical clock (produce.HLC).
 //
 // The package holds no mutable state. Every metric is created per processor
 // and registered on its Registerer (default prometheus.DefaultRegisterer);

@@ -7,32 +7,19 @@ import (
 	"github.com/lovoo/goka/storage"
 	protov2 "google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
-// CacheEnvelopes keeps the decoded table values (envelopes) of g's keys in
-// memory, up to budget bytes of their encodings (default: none; the decoded
-// objects take a few times that), so a callback on a key this process wrote
-// last reads its envelope without a store read or a decode: the kit's
-// envelope is then paid for once per write, not once per read as well. It
-// asks nothing of handlers (the envelope is the kit's). With CacheStates as
-// well, the decoded states are kept in the same entries, under this budget
-// (CacheStates' own is then unused). Call it before building the processor.
-//
-// Invariant: a cached envelope is, field for field, the value the partition's
-// local store holds for the key. Only a callback caches one, after the store
-// took its write (or when it read the envelope and changed nothing); every
-// write to the table's store (a callback's, a recovery's, a hot standby's)
-// invalidates the key's entry first; a partition's entries go when its store
-// is opened or closed; a callback holds the entry while it runs (no other
-// callback can use it) and a callback that fails half-way never hands it
-// back. Under Goka's tester, whose SetTableValue writes past the stores the
-// kit wraps, an entry is used only while the store's bytes are still those
-// it was cached as.
-func CacheEnvelopes[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
-	g.envBudget = max(budget, 0)
-}
+// The envelope cache (CacheEnvelopes). Invariant: a cached envelope is,
+// field for field, the value the partition's local store holds for the key.
+// Only a callback caches one, after the store took its write (or when it read
+// the envelope and changed nothing); every write to the table's store (a
+// callback's, a recovery's, a hot standby's) invalidates the key's entry
+// first; a partition's entries go when its store is opened or closed; a
+// callback holds the entry while it runs (no other callback can use it) and a
+// callback that fails half-way never hands it back. Under Goka's tester, whose
+// SetTableValue writes past the stores the kit wraps, an entry is used only
+// while the store's bytes are still those it was cached as.
 
 // cachedSize is the size of an envelope just encoded (encodeEnvelope leaves
 // every size cache filled), read without a second pass over it.

@@ -25,7 +25,9 @@ func TestCacheEnvelopes(t *testing.T) {
 		pings uint64 // as State returned it
 	}
 	var seen []sight
-	g := validGroup(testTopology(2), func(c *ctxT, p *testpb.Ping) error {
+	g := group.New[state](testTopology(2), testGroup, quiet, group.CacheEnvelopes(1<<20), group.CacheStates(1<<20))
+	group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		seen = append(seen, sight{st, uint64(st.GetPings())})
 		if st == nil {
@@ -40,8 +42,6 @@ func TestCacheEnvelopes(t *testing.T) {
 		c.SetState(st)
 		return nil
 	}, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
-	group.CacheEnvelopes(g, 1<<20)
-	group.CacheStates(g, 1<<20)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
 	if err != nil {
 		t.Fatal(err)

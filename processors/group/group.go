@@ -52,14 +52,13 @@ type Group[S any, PS codecs.Message[S]] struct {
 	timers    bool
 	onTimer   func(*Context[S, PS], Timer) error
 	kitTimers map[string]func(*Context[S, PS], Timer) error
-	ttl       time.Duration // StateTTL; 0: keys never expire
-	// stateBudget is CacheStates' budget, envBudget CacheEnvelopes' (0: no
-	// cache).
+	// The options of New (options.go): StateTTL's ttl (0: keys never
+	// expire), CacheStates' and CacheEnvelopes' budgets (0: no cache),
+	// OrderedOutputs, OnDeadLetter's function (nil: none).
+	ttl                    time.Duration
 	stateBudget, envBudget int
-	// orderedOutputs is OrderedOutputs: one produce request in flight.
-	orderedOutputs bool
-	// onDeadLetter is OnDeadLetter's function (nil: none).
-	onDeadLetter func(topic, reason string)
+	orderedOutputs         bool
+	onDeadLetter           func(topic, reason string)
 }
 
 // instance is one build of a group (Processor, Graph): what the group
@@ -107,8 +106,11 @@ type runtime struct {
 }
 
 // New starts a group named like its topology declaration. Its table (when the
-// declaration has one) holds PS values.
-func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log *slog.Logger) *Group[S, PS] {
+// declaration has one) holds PS values. opts are the options of New (what
+// the group is: CacheEnvelopes, CacheStates, StateTTL, OrderedOutputs,
+// OnDeadLetter); a bad one, or one of Processor's, is refused when the group
+// is built, naming it.
+func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log *slog.Logger, opts ...Opt) *Group[S, PS] {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -135,6 +137,16 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	if decl.Table != "" {
 		g.typed("the group table's state", decl.Table, msgName[S, PS]())
 		g.edge(goka.Persist(envelopeCodec[S, PS]{}))
+	}
+	cfg := newConfig(atNew, opts)
+	if err := cfg.validate(); err != nil {
+		g.err = fmt.Errorf("group %s: %w", name, err)
+		return g
+	}
+	g.envBudget, g.stateBudget = cfg.envBudget, cfg.stateBudget
+	g.orderedOutputs, g.onDeadLetter = cfg.ordered, cfg.onDeadLetter
+	if cfg.ttl > 0 {
+		g.expireStates(cfg.ttl)
 	}
 	return g
 }
@@ -397,7 +409,7 @@ func (rt runtime) checkHLC(h uint64) error {
 // of their own with the default options, registering no metrics: Graph is
 // for inspecting a group; Processor builds the one that runs.
 func (g *Group[S, PS]) Graph() (*goka.GroupGraph, error) {
-	cfg := defaultRunConfig()
+	cfg := defaultConfig()
 	m, err := newMetrics(nil)
 	if err != nil {
 		return nil, err

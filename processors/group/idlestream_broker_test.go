@@ -48,7 +48,7 @@ func TestStreamTimerOnIdlePartition(t *testing.T) {
 			})
 			wall := &wallClock{at: time.UnixMilli(base)}
 			ctx, cancel := context.WithCancel(context.Background())
-			opts := append([]group.Opt{group.StateDir(t.TempDir()), group.Clock(wall.now), group.TimerInterval(time.Hour)}, c.opts...)
+			opts := append([]group.Opt{group.StateDir(t.TempDir()), group.Now(wall.now), group.TimerInterval(time.Hour)}, c.opts...)
 			proc, err := g.Processor(ctx, cl, opts...)
 			if err != nil {
 				cancel()

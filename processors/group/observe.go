@@ -61,10 +61,7 @@ func RunSkewReporter(ctx context.Context, cl cluster.Config, topics []string, ev
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg := defaultRunConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(atRun, opts)
 	if cfg.registerer == nil {
 		return errors.New("skew reporter: Registerer: nil registerer")
 	}

@@ -63,7 +63,7 @@ func TestOperatorIsItsOwn(t *testing.T) {
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	reg := prometheus.NewRegistry()
 	wall := time.UnixMilli(base).Add(48 * time.Hour)
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Registerer(reg), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Registerer(reg), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestOperatorTimersDoNotShareAPrefix(t *testing.T) {
 		return errors.Join(errs...)
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base).Add(48 * time.Hour)
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 // Every option that cannot work is refused when the processor is built, with
 // an error naming the option (before: Storage("bogus") and ProducerFlush(-1)
-// were accepted under the tester, Clock(nil) and Registerer(nil) panicked
+// were accepted under the tester, Now(nil) and Registerer(nil) panicked
 // later, and the messages did not name the option).
 func TestOptionsAreValidated(t *testing.T) {
 	for _, tc := range []struct {
@@ -35,7 +35,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{group.ProducerFlush(-time.Millisecond), "ProducerFlush: must not be negative"},
 		{group.RestartBackoff(0, time.Second), "RestartBackoff:"},
 		{group.Registerer(nil), "Registerer: nil registerer"},
-		{group.Clock(nil), "Clock: nil clock"},
+		{group.Now(nil), "Now: nil clock"},
 	} {
 		_, err := validGroup(testTopology(1), ignorePing).Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t)), tc.opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "group "+testGroup) {
@@ -55,6 +55,42 @@ func TestOptionsAreValidated(t *testing.T) {
 	g := validGroup(testTopology(1), ignorePing, group.OrderedByHLC[testpb.Ping](nil))
 	if _, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t))); err == nil || !strings.Contains(err.Error(), "OrderedByHLC: nil function") {
 		t.Errorf("OrderedByHLC(nil): %v", err)
+	}
+}
+
+// One Opt type serves New and Processor: the options of New are checked
+// there together, and an option given at the other place is refused when
+// the group is built, naming it and where it belongs.
+func TestOptionsOfNewAndAtTheWrongPlace(t *testing.T) {
+	build := func(newOpts []group.Opt, runOpts ...group.Opt) error {
+		g := group.New[state](timerTopology(1), testGroup, quiet, newOpts...)
+		group.Output[testpb.Trigger](g, topicOut)
+		group.Stream(g, topicIn, ignorePing)
+		_, err := g.Processor(context.Background(), cluster.Config{}, append([]group.Opt{group.Tester(tester.New(t))}, runOpts...)...)
+		return err
+	}
+	for _, tc := range []struct {
+		name    string
+		newOpts []group.Opt
+		runOpts []group.Opt
+		want    []string
+	}{
+		{"bad options of New, together", []group.Opt{group.StateTTL(0), group.CacheStates(-1), group.CacheEnvelopes(-1)}, nil,
+			[]string{"group " + testGroup, "StateTTL: must be positive, got 0s", "CacheStates: must not be negative, got -1", "CacheEnvelopes: must not be negative, got -1"}},
+		{"a run option given to New", []group.Opt{group.StateDir("x"), group.ReplayWindow(0)}, nil,
+			[]string{"StateDir: an option of Processor or Run, given to New", "ReplayWindow: an option of Processor or Run, given to New"}},
+		{"an option of New given to Processor", nil, []group.Opt{group.StateTTL(time.Hour), group.OrderedOutputs(true)},
+			[]string{"StateTTL: an option of New, given to Processor or Run", "OrderedOutputs: an option of New, given to Processor or Run"}},
+	} {
+		err := build(tc.newOpts, tc.runOpts...)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: want an error containing %q, got %v", tc.name, w, err)
+			}
+		}
+	}
+	if err := build([]group.Opt{group.StateTTL(time.Hour), group.CacheEnvelopes(1 << 20), group.CacheStates(1 << 20), group.OrderedOutputs(true), group.OnDeadLetter(func(string, string) {})}, group.ReplayWindow(4)); err != nil {
+		t.Errorf("every option at its place: %v", err)
 	}
 }
 
@@ -113,7 +149,7 @@ type tbuild struct {
 func buildOn(t *testing.T, g *grp, opts ...group.Opt) *tbuild {
 	t.Helper()
 	b := &tbuild{tt: tester.New(t), now: time.UnixMilli(base)}
-	opts = append([]group.Opt{group.Tester(b.tt), group.Clock(func() time.Time { b.mu.Lock(); defer b.mu.Unlock(); return b.now })}, opts...)
+	opts = append([]group.Opt{group.Tester(b.tt), group.Now(func() time.Time { b.mu.Lock(); defer b.mu.Unlock(); return b.now })}, opts...)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, opts...)
 	if err != nil {
 		t.Fatal(err)

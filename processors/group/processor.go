@@ -132,10 +132,7 @@ func (p *Processor) WaitForReadyContext(ctx context.Context) error {
 // It does not change g: each call builds a processor of its own (its options,
 // stream time, timer index and metrics), sharing only what g registered.
 func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ...Opt) (*Processor, error) {
-	cfg := defaultRunConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(atRun, opts)
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("group %s: %w", g.name, err)
 	}
@@ -348,7 +345,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 }
 
 // instance makes a build of g with the options of cfg.
-func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
+func (g *Group[S, PS]) instance(cfg *config, m *metrics, idx *timerIndex) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
 		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
 			deadLetterBytes: deadLetterLimit(sarama.NewConfig().Producer.MaxMessageBytes, kafkaMaxMessageBytes)}}

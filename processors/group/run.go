@@ -9,10 +9,6 @@ import (
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-// OnReady sets a function called with the processor once it is ready
-// (default: none). Used by Group.Run.
-func OnReady(fn func(*Processor)) Opt { return func(c *runConfig) { c.onReady = fn } }
-
 // Run builds the group's processor (Group.Processor: broker check, state
 // directory, pinned hasher) and runs it until ctx ends, logging when it is
 // ready. A clean stop returns nil.
@@ -21,10 +17,7 @@ func (g *Group[S, PS]) Run(ctx context.Context, cl cluster.Config, opts ...Opt) 
 	if err != nil {
 		return err
 	}
-	var cfg runConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(atRun, opts)
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return proc.Run(ctx) })
 	eg.Go(func() error {

@@ -3,26 +3,7 @@ package group
 import (
 	"bytes"
 	"sync"
-
-	"github.com/fencestream/fencestream/codecs"
 )
-
-// CacheStates keeps decoded states of g's keys in memory, up to budget bytes
-// of their encodings (default: none; the decoded objects take a few times
-// that), so a callback whose key's stored state is, byte for byte, what this
-// process last wrote for it gets that object from State instead of decoding
-// it again. The stored bytes decide, so a key another instance wrote, or one
-// rebuilt from the changelog, is decoded as before.
-//
-// It is for handlers that treat their state as theirs only during the
-// callback: State hands the object over, SetState hands it back (it is
-// cached when the write is made), and a handler must not keep it, or change
-// it after SetState, once the callback returns. A state that State returned
-// and SetState did not take back is not cached. Call it before building the
-// processor.
-func CacheStates[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
-	g.stateBudget = max(budget, 0)
-}
 
 // newStateCache is one build's cache (nil without a budget).
 func newStateCache[PS any](budget int) *stateCache[PS] {

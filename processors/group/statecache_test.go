@@ -23,7 +23,9 @@ func TestCacheStates(t *testing.T) {
 		pings uint64 // as State returned it
 	}
 	var seen []sight
-	g := validGroup(testTopology(2), func(c *ctxT, p *testpb.Ping) error {
+	g := group.New[state](testTopology(2), testGroup, quiet, group.CacheStates(1<<20))
+	group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		seen = append(seen, sight{st, uint64(st.GetPings())})
 		if st == nil {
@@ -38,7 +40,6 @@ func TestCacheStates(t *testing.T) {
 		c.SetState(st)
 		return nil
 	})
-	group.CacheStates(g, 1<<20)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 const DefaultProducerFlush = time.Millisecond
 
 // producerConfig is sc with the processor's producer flush setting.
-func (c *runConfig) producerConfig(sc *sarama.Config) *sarama.Config {
+func (c *config) producerConfig(sc *sarama.Config) *sarama.Config {
 	return WithProducerFlush(sc, c.flush)
 }
 

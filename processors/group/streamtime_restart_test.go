@@ -55,7 +55,7 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	ctx, cancel := context.WithCancel(context.Background())
 	wall := &wallClock{at: time.UnixMilli(base)}
-	p, err := g.Processor(ctx, cl, group.StateDir(dir), group.Clock(wall.now), group.TimerInterval(time.Hour))
+	p, err := g.Processor(ctx, cl, group.StateDir(dir), group.Now(wall.now), group.TimerInterval(time.Hour))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

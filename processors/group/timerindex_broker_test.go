@@ -54,7 +54,7 @@ func startIndexed(t *testing.T, cl cluster.Config, dir string, wall *wallClock) 
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := g.Processor(ctx, cl, group.StateDir(dir), group.Clock(wall.now), group.TimerInterval(time.Hour))
+	p, err := g.Processor(ctx, cl, group.StateDir(dir), group.Now(wall.now), group.TimerInterval(time.Hour))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

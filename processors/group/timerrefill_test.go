@@ -69,7 +69,7 @@ func TestTimerBurstDoesNotQueueAheadOfInput(t *testing.T) {
 	})
 	wall := &wallClock{at: time.UnixMilli(base)}
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := g.Processor(ctx, cl, group.StateDir(t.TempDir()), group.Clock(wall.now), group.TimerInterval(time.Hour),
+	p, err := g.Processor(ctx, cl, group.StateDir(t.TempDir()), group.Now(wall.now), group.TimerInterval(time.Hour),
 		group.TimerBatch(64)) // well below keys/2 whatever the default, so the bound below has margin
 	if err != nil {
 		cancel()

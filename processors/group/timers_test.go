@@ -112,7 +112,7 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 		fired.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 		return nil
 	})
-	opts = append(opts, group.Tester(h.tt), group.Clock(func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.wall }))
+	opts = append(opts, group.Tester(h.tt), group.Now(func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.wall }))
 	proc, err := g.Processor(context.Background(), cluster.Config{}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func BenchmarkTimerLook(b *testing.B) {
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return time.UnixMilli(base) }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return time.UnixMilli(base) }))
 	if err != nil {
 		b.Fatal(err)
 	}

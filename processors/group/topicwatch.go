@@ -36,12 +36,6 @@ var ErrTopicChanged = errors.New("a topic of the group was deleted, recreated or
 // metadata request, whether its topics are still the ones it started on.
 const DefaultTopicCheck = 5 * time.Second
 
-// TopicCheckInterval sets how often a running processor checks its topics'
-// identity and partition counts (default DefaultTopicCheck). A change is seen
-// within about one interval (a deleted topic within two: one missing answer
-// is not taken for a deletion).
-func TopicCheckInterval(d time.Duration) Opt { return func(c *runConfig) { c.topicEvery = d } }
-
 // Kinds of topic change (the change label of fencestream_topic_changes_total).
 const (
 	TopicDeleted    = "deleted"

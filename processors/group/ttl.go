@@ -1,30 +1,17 @@
 package group
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
 const ttlTimer = kitTimerPrefix + "ttl"
 
-// StateTTL removes a key's whole table value — state, timers and the memory of
-// recent inputs — once stream time passes the event time of its latest input
-// plus ttl (the stream time at the input when its stream declares no
-// EventTime). Timer handlers do not count as touches; inputs do, whether or
-// not they change the state. The group needs timers declared
-// (topology.Processor.Timers).
-//
-// Choose ttl far longer than the offset-commit interval in stream time: an
-// input redelivered after its key expired is applied again, to a fresh key.
-func StateTTL[S any, PS codecs.Message[S]](g *Group[S, PS], ttl time.Duration) {
-	if ttl <= 0 {
-		g.err = fmt.Errorf("group %s: state TTL must be positive, got %s", g.name, ttl)
-		return
-	}
+// expireStates makes the group remove a key's whole table value ttl of
+// stream time after its latest input (StateTTL).
+func (g *Group[S, PS]) expireStates(ttl time.Duration) {
 	g.ttl = ttl
 	g.onKitTimer("ttl", func(c *Context[S, PS], _ Timer) error {
 		c.purge = true

@@ -15,7 +15,7 @@ import (
 
 func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 	tt := tester.New(t)
-	g := group.New[state](timerTopology(1), testGroup, quiet)
+	g := group.New[state](timerTopology(1), testGroup, quiet, group.StateTTL(time.Hour))
 	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
@@ -26,9 +26,8 @@ func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 		return nil
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	group.Output[testpb.Trigger](g, topicOut)
-	group.StateTTL(g, time.Hour)
 	wall := time.UnixMilli(base).Add(24 * time.Hour)
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ import (
 // sharing cat's fence catalogue (nil: each follows its own).
 func All(cat *fences.Shared) []host.Module {
 	return []host.Module{
-		debounce.Module(debounce.WithFences(cat)),
-		occupancy.Module(occupancy.WithFences(cat)),
+		debounce.Module(debounce.Fences(cat)),
+		occupancy.Module(occupancy.Fences(cat)),
 		visits.Module(),
 		devicestats.Module(),
 		delivery.Module(),
@@ -36,7 +36,7 @@ func All(cat *fences.Shared) []host.Module {
 // Base is the geofencing topology at a partition count: what every module
 // extends.
 func Base(partitions int32) *topology.Topology {
-	return geofence.Topology(geofence.WithPartitions(partitions))
+	return geofence.Topology(geofence.Partitions(partitions))
 }
 
 // Topology is Base extended by every module of All.

@@ -90,10 +90,10 @@ func (l Limits) RecordBound() int {
 // Validate checks that l keeps every record within MaxRecordBytes.
 func (l Limits) Validate() error {
 	if l.DevicesCap < 0 || l.Horizon < 0 || l.MaxMembers < 0 {
-		return fmt.Errorf("occupancy: negative limits %+v", l)
+		return fmt.Errorf("negative limits %+v", l)
 	}
 	if b := l.RecordBound(); b > MaxRecordBytes {
-		return fmt.Errorf("occupancy: limits %+v allow records of %d bytes, above the bound of %d", l.withDefaults(), b, MaxRecordBytes)
+		return fmt.Errorf("limits %+v allow records of %d bytes, above the bound of %d", l.withDefaults(), b, MaxRecordBytes)
 	}
 	return nil
 }

@@ -99,7 +99,7 @@
 // only a replay or a foreign producer's buffered uploads arrive late), and a
 // device is inside at most MaxMembers fences at once. A genuine first trigger
 // later than that may be expired and its stay not counted; raise H
-// (WithHorizon) before a rebuild from a longer retention.
+// (Horizon) before a rebuild from a longer retention.
 //
 // Records written before occupancy-members existed held the members in the
 // fence's record and split full ones into salted parts (parts.go reads

@@ -29,7 +29,7 @@ func TestFutureTriggerIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs, err := gs.Processors(context.Background(), cluster.Config{}, group.Tester(h.tt),
-		group.Clock(func() time.Time { return now }), group.MaxClockSkew(5*time.Minute))
+		group.Now(func() time.Time { return now }), group.MaxClockSkew(5*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,7 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 		t.Skip("broker test")
 	}
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.Partitions(itPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

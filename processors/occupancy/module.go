@@ -19,15 +19,15 @@ const Name = "occupancy"
 // DefaultLagInterval is how often the lag behind fence-triggers is measured.
 const DefaultLagInterval = 10 * time.Second
 
-// WithFences makes Module and Run take the fence catalogue from s (shared
+// Fences makes Module and Run take the fence catalogue from s (shared
 // with the binary's other modules) instead of following the fences topic
 // themselves (default: a catalogue of their own). New ignores it: give it
-// WithCatalogue.
-func WithFences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
+// Catalogue.
+func Fences(s *fences.Shared) Opt { return func(c *config) { c.fences = s } }
 
-// WithLagInterval sets how often Run measures and exports the lag behind
+// LagInterval sets how often Run measures and exports the lag behind
 // fence-triggers (default DefaultLagInterval; 0 or negative: never).
-func WithLagInterval(d time.Duration) Opt { return func(c *config) { c.lagEvery = d } }
+func LagInterval(d time.Duration) Opt { return func(c *config) { c.lagEvery = d } }
 
 // Module is occupancy as binaries host it: flags for the record bounds and
 // the lag reporter, and Run. The geofencing topology declares the group and
@@ -64,8 +64,8 @@ func Module(opts ...Opt) host.Module {
 			return nil
 		},
 		Run: func(ctx context.Context, env host.Env) error {
-			return Run(ctx, env, WithDevicesCap(cfg.limits.DevicesCap), WithHorizon(cfg.limits.Horizon), WithMaxMembers(cfg.limits.MaxMembers),
-				WithFences(cfg.fences), WithLagInterval(cfg.lagEvery))
+			return Run(ctx, env, DevicesCap(cfg.limits.DevicesCap), Horizon(cfg.limits.Horizon), MaxMembers(cfg.limits.MaxMembers),
+				Fences(cfg.fences), LagInterval(cfg.lagEvery))
 		},
 	})
 }
@@ -82,9 +82,9 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	}
 	log := env.Logger()
 	cat, ready, follow := cfg.fences.OrNew(geofence.TopicFences).Follow(env.Cluster, log.With("component", "fences"), env.Registerer)
-	opts = append(opts, WithLogger(log), WithCatalogue(cat))
+	opts = append(opts, Logger(log), Catalogue(cat))
 	if env.Registerer != nil {
-		opts = append(opts, WithRegisterer(env.Registerer))
+		opts = append(opts, Registerer(env.Registerer))
 	}
 	gs, err := New(env.Topology, opts...)
 	if err != nil {

@@ -150,7 +150,7 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 	}
 	b := embeddedtest.Start(t, embedded.SleepOutOfOrder())
 	cl := cluster.Config{Brokers: b.Addrs()}
-	topo := geofence.Topology(geofence.WithPartitions(faultPartitions))
+	topo := geofence.Topology(geofence.Partitions(faultPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

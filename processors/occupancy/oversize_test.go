@@ -30,11 +30,11 @@ func TestOversizedTriggersMoveOn(t *testing.T) {
 		t.Skip("broker test")
 	}
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.Partitions(itPartitions))
 	reg := prometheus.NewRegistry()
 	logs := &embeddedtest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	gs, err := occupancy.New(topo, occupancy.WithRegisterer(reg), occupancy.WithLogger(log))
+	gs, err := occupancy.New(topo, occupancy.Registerer(reg), occupancy.Logger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

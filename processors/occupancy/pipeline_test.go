@@ -43,7 +43,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 	truth := sim.Truth()
 
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(itPartitions))
+	topo := geofence.Topology(geofence.Partitions(itPartitions))
 	adm := kadm.NewClient(embeddedtest.Client(t, cl))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -53,7 +53,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 
 	// The debouncer, without its wall-clock sweep (the fleet's event time is
 	// not now, and every stay that matters closes by an EXIT).
-	d, err := debounce.New(topo, cat, debounce.WithDefaults(debounce.DefaultSettings()))
+	d, err := debounce.New(topo, cat, debounce.Defaults(debounce.DefaultSettings()))
 	if err != nil {
 		t.Fatal(err)
 	}

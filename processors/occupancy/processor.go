@@ -18,7 +18,7 @@ import (
 	"github.com/fencestream/fencestream/topology/hlc"
 )
 
-// metrics are occupancy's, registered on WithRegisterer's registry.
+// metrics are occupancy's, registered on Registerer's registry.
 type metrics struct {
 	// seenBy are the counters by Result of each stage, looked up once (which
 	// also exports zeros) rather than by label on every record.
@@ -117,47 +117,61 @@ const (
 	ReasonMemberLimit = "member-limit"
 )
 
-// WithCatalogue checks every trigger's fence against cat (default: none, every
+// Catalogue checks every trigger's fence against cat (default: none, every
 // fence is accepted): a trigger for a fence the catalogue has never held —
 // current or deleted — is dead-lettered with reason unknown-fence instead of
 // creating occupancy for it. A trigger stamped with a catalogue version the
 // catalogue has not reached yet is accepted: the fence may be that new.
-func WithCatalogue(cat *fences.Catalogue) Opt { return func(c *config) { c.cat = cat } }
+func Catalogue(cat *fences.Catalogue) Opt { return func(c *config) { c.cat = cat } }
 
-// WithDevicesCap bounds the devices listed per fence (default
+// DevicesCap bounds the devices listed per fence (default
 // DefaultDevicesCap). Counts are exact whatever the cap.
-func WithDevicesCap(n int) Opt { return func(c *config) { c.limits.DevicesCap = n } }
+func DevicesCap(n int) Opt { return func(c *config) { c.limits.DevicesCap = n } }
 
-// WithHorizon sets how long, in the triggers' HLC time, a device's record
+// Horizon sets how long, in the triggers' HLC time, a device's record
 // remembers a fence the device left (default DefaultHorizon); see the
 // package documentation for what a trigger later than that does.
-func WithHorizon(d time.Duration) Opt { return func(c *config) { c.limits.Horizon = d } }
+func Horizon(d time.Duration) Opt { return func(c *config) { c.limits.Horizon = d } }
 
-// WithMaxMembers sets how many fences one device's record holds (default
+// MaxMembers sets how many fences one device's record holds (default
 // DefaultMaxMembers). New refuses a value whose worst-case record exceeds
 // MaxRecordBytes.
-func WithMaxMembers(n int) Opt { return func(c *config) { c.limits.MaxMembers = n } }
+func MaxMembers(n int) Opt { return func(c *config) { c.limits.MaxMembers = n } }
 
-// WithRegisterer sets where occupancy's metrics are registered (default
+// Registerer sets where occupancy's metrics are registered (default
 // prometheus.DefaultRegisterer); Module and Run use the binary's.
-func WithRegisterer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
+func Registerer(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.log = l } }
+// Logger sets the logger (default slog.Default(); nil keeps it).
+func Logger(l *slog.Logger) Opt {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
 
+// validate refuses options that cannot work, naming each.
 func (c *config) validate() error {
-	switch {
-	case c.limits.DevicesCap <= 0:
-		return fmt.Errorf("occupancy: devices cap must be positive, got %d", c.limits.DevicesCap)
-	case c.limits.Horizon <= 0:
-		return fmt.Errorf("occupancy: horizon must be positive, got %v", c.limits.Horizon)
-	case c.limits.MaxMembers <= 0:
-		return fmt.Errorf("occupancy: max members must be positive, got %d", c.limits.MaxMembers)
+	var errs []error
+	if c.limits.DevicesCap <= 0 {
+		errs = append(errs, fmt.Errorf("DevicesCap: must be positive, got %d", c.limits.DevicesCap))
 	}
-	if c.log == nil {
-		c.log = slog.Default()
+	if c.limits.Horizon <= 0 {
+		errs = append(errs, fmt.Errorf("Horizon: must be positive, got %v", c.limits.Horizon))
 	}
-	return c.limits.Validate()
+	if c.limits.MaxMembers <= 0 {
+		errs = append(errs, fmt.Errorf("MaxMembers: must be positive, got %d", c.limits.MaxMembers))
+	}
+	if c.registerer == nil {
+		errs = append(errs, errors.New("Registerer: nil registerer"))
+	}
+	if len(errs) == 0 { // the record bound needs the limits above
+		if err := c.limits.Validate(); err != nil {
+			errs = append(errs, err) // names the limits
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // New defines occupancy's two groups over topo's declarations:
@@ -173,7 +187,7 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 		o(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("occupancy: %w", err)
 	}
 	if _, ok := topo.Boundary(geofence.GroupOccupancyMembers, geofence.TopicTriggers, geofence.TopicOccupancyChanges); !ok {
 		return nil, fmt.Errorf("occupancy: topology %s does not declare the ordering boundary %s -> %s", topo.Name, geofence.TopicTriggers, geofence.TopicOccupancyChanges)
@@ -186,25 +200,21 @@ func New(topo *topology.Topology, opts ...Opt) (*Groups, error) {
 	if err != nil {
 		return nil, fmt.Errorf("occupancy: metrics: %w", err)
 	}
-	members := group.New[geofencepb.DeviceMembership](topo, geofence.GroupOccupancyMembers, cfg.log)
+	// A change finds its fence's record, and a trigger its device's, as
+	// they were last written: no store read, and no decode of the envelope
+	// or the state (decoding was a third of the counts' CPU). Handlers never
+	// keep a record past their callback. The states are kept in the
+	// envelopes' entries, under their budget.
+	caches := []group.Opt{group.CacheEnvelopes(stateCacheBytes), group.CacheStates(stateCacheBytes)}
 	// The counts drop a change at or below the last source offset applied
 	// from its partition, so one partition's changes must land in order.
-	if !cfg.unorderedOutputs {
-		group.OrderedOutputs(members)
-	}
+	members := group.New[geofencepb.DeviceMembership](topo, geofence.GroupOccupancyMembers, cfg.log,
+		append(caches, group.OrderedOutputs(!cfg.unorderedOutputs))...)
 	changes := group.Output[geofencepb.OccupancyChange](members, geofence.TopicOccupancyChanges)
 	group.Stream(members, geofence.TopicTriggers, func(c *MembersContext, t *geofencepb.Trigger) error {
 		return handleTrigger(c, t, cfg, m, changes)
 	})
-	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log)
-	// A change finds its fence's record, and a trigger its device's, as
-	// they were last written: no store read, and no decode of the envelope
-	// or the state (decoding was a third of the counts' CPU). Handlers never
-	// keep a record past their callback.
-	group.CacheEnvelopes(counts, stateCacheBytes)
-	group.CacheStates(counts, stateCacheBytes) // kept in the envelopes' entries, under their budget
-	group.CacheEnvelopes(members, stateCacheBytes)
-	group.CacheStates(members, stateCacheBytes)
+	counts := group.New[geofencepb.Occupancy](topo, geofence.GroupOccupancy, cfg.log, caches...)
 	group.Stream(counts, geofence.TopicOccupancyChanges, func(c *Context, ch *geofencepb.OccupancyChange) error {
 		return handleChange(c, ch, tp.Partitions, cfg.limits, m)
 	})

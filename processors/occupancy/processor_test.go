@@ -259,7 +259,7 @@ func TestProcessorDeadLettersForeignChanges(t *testing.T) {
 // cannot take another: the trigger is dead-lettered with the reason, and the
 // stream goes on.
 func TestProcessorMemberLimit(t *testing.T) {
-	h := newHarness(t, occupancy.WithMaxMembers(2))
+	h := newHarness(t, occupancy.MaxMembers(2))
 	h.send(trig("veh-1", "a", enter, 10))
 	h.send(trig("veh-1", "b", enter, 11))
 	h.send(trig("veh-1", "c", enter, 12))
@@ -279,7 +279,7 @@ func TestProcessorMemberLimit(t *testing.T) {
 }
 
 func TestProcessorDevicesCap(t *testing.T) {
-	h := newHarness(t, occupancy.WithDevicesCap(2))
+	h := newHarness(t, occupancy.DevicesCap(2))
 	for i, d := range []string{"c", "a", "b"} {
 		h.send(trig(d, "depot", enter, uint64(10+i)))
 	}
@@ -291,8 +291,15 @@ func TestProcessorDevicesCap(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := occupancy.New(geofence.Topology(), occupancy.WithDevicesCap(0)); err == nil {
+	if _, err := occupancy.New(geofence.Topology(), occupancy.DevicesCap(0)); err == nil {
 		t.Error("a zero devices cap was accepted")
+	}
+	// Bad options are refused together, each by its name.
+	_, err := occupancy.New(geofence.Topology(), occupancy.DevicesCap(0), occupancy.Horizon(-1), occupancy.MaxMembers(0))
+	for _, want := range []string{"DevicesCap: must be positive", "Horizon: must be positive", "MaxMembers: must be positive"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error containing %q, got %v", want, err)
+		}
 	}
 	topo := geofence.Topology()
 	topo.Boundaries = nil
@@ -317,7 +324,7 @@ func TestProcessorProperty(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	h := newHarness(t, occupancy.WithDevicesCap(3))
+	h := newHarness(t, occupancy.DevicesCap(3))
 	rounds := 40
 	if testing.Short() {
 		rounds = 8
@@ -380,7 +387,7 @@ func TestUnknownFenceIsDeadLettered(t *testing.T) {
 	if err := cat.Apply(3, nil, []string{"gone"}); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, occupancy.WithCatalogue(cat))
+	h := newHarness(t, occupancy.Catalogue(cat))
 	h.send(trig("veh-1", "nowhere", enter, 10)) // catalogue version 3: the catalogue has read that far
 	if hdr, key, _, ok := h.dlq.NextWithHeaders(); !ok || key != "veh-1" || string(hdr[group.HeaderReason]) != occupancy.ReasonUnknownFence {
 		t.Fatalf("dead letter %q %v %v, want veh-1 with reason unknown-fence", key, hdr, ok)

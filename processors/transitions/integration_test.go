@@ -75,7 +75,7 @@ func TestRestartKeepsHistory(t *testing.T) {
 		t.Skip("broker test")
 	}
 	cl := embeddedtest.Cluster(t)
-	topo, err := host.Compose(geofence.Topology(geofence.WithPartitions(4)), transitions.Module())
+	topo, err := host.Compose(geofence.Topology(geofence.Partitions(4)), transitions.Module())
 	if err != nil {
 		t.Fatal(err)
 	}

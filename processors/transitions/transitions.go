@@ -116,7 +116,7 @@ type PingsContext = group.Context[transitionspb.PingPresence, *transitionspb.Pin
 // transition still counts where the device was when it sent it. Pings are
 // co-partitioned with the transitions table (both keyed by device_id).
 func NewPings(topo *topology.Topology, log *slog.Logger) *group.Group[transitionspb.PingPresence, *transitionspb.PingPresence] {
-	g := group.New[transitionspb.PingPresence](topo, Pings, log)
+	g := group.New[transitionspb.PingPresence](topo, Pings, log, group.StateTTL(History))
 	transitionAt := versioned.Join[geofencepb.Trigger](g, Table, Set)
 	group.Stream(g, geofence.TopicPings, func(c *PingsContext, p *geofencepb.Ping) error {
 		if p.GetDeviceId() != c.Key() || p.GetDeviceTimeMs() <= 0 {
@@ -144,7 +144,6 @@ func NewPings(topo *topology.Topology, log *slog.Logger) *group.Group[transition
 		c.SetState(st)
 		return nil
 	})
-	group.StateTTL(g, History)
 	return g
 }
 

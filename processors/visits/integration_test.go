@@ -67,7 +67,7 @@ func startVisits(t *testing.T, cl cluster.Config, topo *topology.Topology, dir s
 // table) closes the hour after it, once stream time passes end + grace.
 func TestRestartInTheMiddle(t *testing.T) {
 	cl := embeddedtest.Cluster(t)
-	topo := geofence.Topology(geofence.WithPartitions(4))
+	topo := geofence.Topology(geofence.Partitions(4))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := topo.Ensure(ctx, kadm.NewClient(embeddedtest.Client(t, cl))); err != nil {

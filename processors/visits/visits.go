@@ -81,11 +81,10 @@ func New(topo *topology.Topology, log *slog.Logger, reg prometheus.Registerer) (
 	if err != nil {
 		return Groups{}, fmt.Errorf("visits: metrics: %w", err)
 	}
-	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log)
+	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log, group.StateTTL(DeviceTTL))
 	p := &pairing{m: m}
 	group.Stream(v, geofence.TopicTriggers, p.pairTrigger, group.EventTime(triggerTime))
 	p.visits = group.Output[visitspb.Visit](v, geofence.TopicVisits)
-	group.StateTTL(v, DeviceTTL)
 	return Groups{Visits: v, Stats: newStats(topo, log, m)}, nil
 }
 

@@ -143,26 +143,26 @@ func TestHotKeyWallClockBackwards(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	bad := map[string]Opt{
-		"key limit":    WithKeyLimit(0),
-		"buckets":      WithHotKeys(HotKeyPolicy{Threshold: 5, SaltBuckets: 1}),
-		"window":       WithHotKeys(HotKeyPolicy{Threshold: 5, Window: -time.Second}),
-		"threshold":    WithHotKeys(HotKeyPolicy{Threshold: float64Inf()}),
-		"many buckets": WithHotKeys(HotKeyPolicy{Threshold: 5, SaltBuckets: 5000}),
+		"key limit":    KeyLimit(0),
+		"buckets":      HotKeys(HotKeyPolicy{Threshold: 5, SaltBuckets: 1}),
+		"window":       HotKeys(HotKeyPolicy{Threshold: 5, Window: -time.Second}),
+		"threshold":    HotKeys(HotKeyPolicy{Threshold: float64Inf()}),
+		"many buckets": HotKeys(HotKeyPolicy{Threshold: 5, SaltBuckets: 5000}),
 	}
 	for name, o := range bad {
 		cfg := defaultConfig()
-		o.apply(&cfg)
+		o(&cfg)
 		if err := cfg.validate(); err == nil {
 			t.Errorf("%s: validate accepted it", name)
 		}
 	}
 	cfg := defaultConfig()
-	WithHotKeys(HotKeyPolicy{Threshold: 5}).apply(&cfg)
+	HotKeys(HotKeyPolicy{Threshold: 5})(&cfg)
 	if err := cfg.validate(); err != nil || cfg.hot.Window != DefaultHotKeyWindow || cfg.hot.SaltBuckets != DefaultHotKeySaltBuckets || cfg.hot.Now == nil || cfg.clock == nil || cfg.logger == nil {
 		t.Fatalf("defaults not filled: %+v %v", cfg, err)
 	}
 	cfg = defaultConfig()
-	WithHotKeys(HotKeyPolicy{}).apply(&cfg) // detection off: nothing else to check
+	HotKeys(HotKeyPolicy{})(&cfg) // detection off: nothing else to check
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -41,9 +41,9 @@ func counterIn(t *testing.T, g prometheus.Gatherer, name string, labels map[stri
 func TestMetricsCountOnTheirOwnRegisterer(t *testing.T) {
 	e := start(t)
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	a := newProducer(t, e, geofence.TopicPings, produce.WithRegisterer(regA))
-	a2 := newProducer(t, e, geofence.TopicPings, produce.WithRegisterer(regA))
-	b := newProducer(t, e, geofence.TopicPings, produce.WithRegisterer(regB))
+	a := newProducer(t, e, geofence.TopicPings, produce.Registerer(regA))
+	a2 := newProducer(t, e, geofence.TopicPings, produce.Registerer(regA))
+	b := newProducer(t, e, geofence.TopicPings, produce.Registerer(regB))
 
 	records := map[string]string{"topic": geofence.TopicPings}
 	rejected := map[string]string{"topic": geofence.TopicPings, "reason": produce.ReasonEmpty}

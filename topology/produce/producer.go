@@ -52,7 +52,7 @@ type Producer[M any, P codecs.Message[M]] struct {
 func New[M any, P codecs.Message[M]](cl cluster.Config, topic topology.Topic, opts ...Opt) (*Producer[M, P], error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o.apply(&cfg)
+		o(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("produce: %w", err)

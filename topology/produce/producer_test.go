@@ -171,7 +171,7 @@ func TestKeysLandWherePartitionForSays(t *testing.T) {
 	e := start(t)
 	keys := randomKeys(2000)
 
-	p := newProducer(t, e, geofence.TopicPings, produce.WithHotKeys(produce.HotKeyPolicy{}))
+	p := newProducer(t, e, geofence.TopicPings, produce.HotKeys(produce.HotKeyPolicy{}))
 	waits := make([]func() error, 0, len(keys))
 	for _, k := range keys {
 		wait, err := p.EmitAsync(k, &pb.Ping{DeviceId: k, Lat: 50, Lon: 30})
@@ -255,7 +255,7 @@ func TestRefusedKeysSendNothing(t *testing.T) {
 		}
 	}
 	// A custom limit applies too.
-	short := newProducer(t, e, geofence.TopicPings, produce.WithKeyLimit(8))
+	short := newProducer(t, e, geofence.TopicPings, produce.KeyLimit(8))
 	if err := short.Emit(ctx(t), "device-42", &pb.Ping{}); !errors.Is(err, topology.ErrKeyTooLong) {
 		t.Fatalf("9-byte key with limit 8: %v", err)
 	}
@@ -300,7 +300,7 @@ func TestHLCStampedAndIncreasing(t *testing.T) {
 		}
 		return time.UnixMilli(ms)
 	})
-	p := newProducer(t, e, geofence.TopicPings, produce.WithClock(clock), produce.WithHotKeys(produce.HotKeyPolicy{}), produce.WithLinger(0))
+	p := newProducer(t, e, geofence.TopicPings, produce.HLC(clock), produce.HotKeys(produce.HotKeyPolicy{}), produce.Linger(0))
 
 	// Sequentially: each stamp is above the previous; a preset value is
 	// overwritten (the producer is the stamping authority).
@@ -377,7 +377,7 @@ func TestHLCStampedAndIncreasing(t *testing.T) {
 // Messages without an hlc field are sent untouched.
 func TestNoHLCField(t *testing.T) {
 	e := start(t)
-	p, err := produce.New[hotkeypb.HotKey](e.cluster, e.top.MustTopic(topology.TopicHotKeys), produce.WithHotKeyRecorder(nil))
+	p, err := produce.New[hotkeypb.HotKey](e.cluster, e.top.MustTopic(topology.TopicHotKeys), produce.HotKeyRecorder(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,8 +420,8 @@ func TestHotKeyReportedNotSaltedOnPings(t *testing.T) {
 	var mu sync.Mutex
 	var decisions []*hotkeypb.HotKey
 	p := newProducer(t, e, geofence.TopicPings,
-		produce.WithHotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}),
-		produce.WithHotKeyRecorder(func(d *hotkeypb.HotKey) { mu.Lock(); decisions = append(decisions, d); mu.Unlock() }))
+		produce.HotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}),
+		produce.HotKeyRecorder(func(d *hotkeypb.HotKey) { mu.Lock(); decisions = append(decisions, d); mu.Unlock() }))
 	labels := map[string]string{"topic": geofence.TopicPings, "decision": produce.DecisionReported}
 	before := counter(t, "fencestream_hot_keys_total", labels)
 
@@ -475,7 +475,7 @@ func TestHotKeySaltedWhereAllowed(t *testing.T) {
 	clk := &fakeNow{}
 	clk.ms.Store(1_700_000_000_000)
 	p := newProducer(t, e, "bursts",
-		produce.WithHotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}))
+		produce.HotKeys(produce.HotKeyPolicy{Threshold: 10, Window: time.Second, SaltBuckets: 4, Now: clk.now}))
 	labels := map[string]string{"topic": "bursts", "decision": produce.DecisionSalted}
 	before := counter(t, "fencestream_hot_keys_total", labels)
 

@@ -73,7 +73,7 @@ func (h *Harness) Advance(d time.Duration) { h.SetNow(h.Now().Add(d)) }
 // ends.
 func (h *Harness) Start(g Builder, opts ...group.Opt) *group.Processor {
 	h.t.Helper()
-	all := append([]group.Opt{group.Tester(h.TT), group.Clock(h.Now)}, opts...)
+	all := append([]group.Opt{group.Tester(h.TT), group.Now(h.Now)}, opts...)
 	p, err := g.Processor(context.Background(), cluster.Config{}, all...)
 	if err != nil {
 		h.t.Fatalf("grouptest: building %s: %v", g.Name(), err)

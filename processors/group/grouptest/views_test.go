@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -23,12 +23,12 @@ var at = time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 func TestViewStartedAfterRecordsAnswers(t *testing.T) {
 	h := grouptest.New(t, at)
 	h.Start(counter())
-	h.Consume(in, "a", &geofencepb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
-	v := grouptest.View[geofencepb.DeviceState](h, table)
+	h.Consume(in, "a", &testpb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
+	v := grouptest.View[testpb.DeviceState](h, table)
 	if st, err := v.Get("a"); err != nil || st.GetPings() != 1 {
 		t.Fatalf("Get(a) = %v, %v; want 1 ping", st, err)
 	}
-	h.Consume(in, "a", &geofencepb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
+	h.Consume(in, "a", &testpb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
 	if st, err := v.Get("a"); err != nil || st.GetPings() != 2 {
 		t.Fatalf("Get(a) after another ping = %v, %v; want 2 pings", st, err)
 	}
@@ -38,8 +38,8 @@ func TestViewStartedAfterRecordsAnswers(t *testing.T) {
 func TestRouteStartedAfterRecordsAnswers(t *testing.T) {
 	h := grouptest.New(t, at)
 	h.Start(counter())
-	h.Consume(in, "a", &geofencepb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
-	r := host.ViewRoute("GET /pings/{id}", table, func(v *group.View[geofencepb.DeviceState, *geofencepb.DeviceState], w http.ResponseWriter, r *http.Request) {
+	h.Consume(in, "a", &testpb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
+	r := host.ViewRoute("GET /pings/{id}", table, func(v *group.View[testpb.DeviceState, *testpb.DeviceState], w http.ResponseWriter, r *http.Request) {
 		st, err := v.Get(r.PathValue("id"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -84,11 +84,11 @@ func TestUnstartedViewFailsConsume(t *testing.T) {
 	start := time.Now()
 	got := failures(t, func(h *grouptest.Harness) {
 		h.Start(counter())
-		if _, err := group.NewView[geofencepb.DeviceState](cluster.Config{}, table, group.ViewTester(h.TT)); err != nil {
+		if _, err := group.NewView[testpb.DeviceState](cluster.Config{}, table, group.ViewTester(h.TT)); err != nil {
 			t.Error(err)
 			return
 		}
-		h.Consume(in, "a", &geofencepb.Ping{DeviceId: "a"})
+		h.Consume(in, "a", &testpb.Ping{DeviceId: "a"})
 	})
 	if !strings.Contains(got, "consume "+in+": Goka's tester has waited") || !strings.Contains(got, "whose Run had not started") {
 		t.Fatalf("failures %q, want one naming a view whose Run had not started", got)
@@ -103,8 +103,8 @@ func TestUnstartedViewFailsConsume(t *testing.T) {
 func TestViewOfTableWrittenByHandFails(t *testing.T) {
 	got := failures(t, func(h *grouptest.Harness) {
 		h.Start(counter())
-		h.TT.Consume(table, "by-hand", &geofencepb.DeviceState{DeviceId: "by-hand"})
-		grouptest.View[geofencepb.DeviceState](h, table)
+		h.TT.Consume(table, "by-hand", &testpb.DeviceState{DeviceId: "by-hand"})
+		grouptest.View[testpb.DeviceState](h, table)
 	})
 	if !strings.Contains(got, "a view of "+table+" started after its table got 1 records") || !strings.Contains(got, `key "by-hand"`) {
 		t.Fatalf("failures %q, want one naming %s and key by-hand", got, table)

@@ -80,7 +80,7 @@ func Example() {
 	tt := tester.New(exampleT{})
 	t0 := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt),
-		group.Clock(func() time.Time { return t0.Add(24 * time.Hour) }))
+		group.Now(func() time.Time { return t0.Add(24 * time.Hour) }))
 	if err != nil {
 		fmt.Println(err)
 		return

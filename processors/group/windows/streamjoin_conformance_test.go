@@ -103,7 +103,7 @@ func joinWith(t *testing.T, spec windows.JoinSpec, recs []kjRec, eager bool, lab
 	group.Stream(g, topicIn, handle(false), at)
 	group.Stream(g, topicRight, handle(true), at)
 	wall := time.UnixMilli(base)
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 		return nil
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

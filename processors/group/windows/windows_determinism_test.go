@@ -147,7 +147,7 @@ func runDetTester(t *testing.T, in []*testpb.Ping, every int, kind string) (detO
 	tt := tester.New(t)
 	var late atomic.Int64
 	wall := time.Now()
-	proc, err := detGroup(&late, kind).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := detGroup(&late, kind).Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

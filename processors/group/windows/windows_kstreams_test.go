@@ -200,7 +200,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 		return nil
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func newWindowHarness(t *testing.T, spec windows.WindowSpec) *windowHarness {
 		return nil
 	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base).Add(48 * time.Hour) // far ahead: stream time comes from the data
-	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
+	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Now(func() time.Time { return wall }))
 	if err != nil {
 		t.Fatal(err)
 	}
