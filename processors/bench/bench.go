@@ -211,6 +211,8 @@ type env struct {
 	step    atomic.Int32 // stages start processors concurrently
 	// timerEvery, if set, overrides the processors' timer interval.
 	timerEvery time.Duration
+	// redisAddr is the server of statestore.Redis tables (CompareRedis).
+	redisAddr string
 }
 
 // profile starts the stage's profile, if any; the result stops it.
