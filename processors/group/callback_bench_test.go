@@ -14,11 +14,17 @@ import (
 
 // BenchmarkCallback is the kit's per-record path through Goka's tester: an
 // ordered input for one of 1,000 keys, its envelope read, the handler's state
-// change and the envelope written. The tester's own work is in it too, so
-// compare allocs/op and ns/op of two builds, not with other benchmarks.
+// change and the envelope written; bare, and with the envelope and state
+// caches the debouncer and occupancy use. The tester's own work is in it too,
+// so compare allocs/op and ns/op of two builds, not with other benchmarks.
 //
-//	go test -run x -bench Callback -benchmem ./processors/group/
+//	go test -run '^$' -bench Callback -benchmem ./processors/group/
 func BenchmarkCallback(b *testing.B) {
+	b.Run("bare", func(b *testing.B) { benchCallback(b, false) })
+	b.Run("cached", func(b *testing.B) { benchCallback(b, true) })
+}
+
+func benchCallback(b *testing.B, cached bool) {
 	tt := tester.New(b)
 	g := validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
 		st := c.State()
@@ -30,6 +36,10 @@ func BenchmarkCallback(b *testing.B) {
 		c.SetState(st)
 		return nil
 	}, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
+	if cached {
+		group.CacheEnvelopes(g, 1<<20)
+		group.CacheStates(g, 1<<20)
+	}
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
 	if err != nil {
 		b.Fatal(err)
