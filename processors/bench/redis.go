@@ -55,6 +55,10 @@ type RedisResult struct {
 	// RoundTrip is one HGET of a debouncer-sized value from this process to
 	// the server, sequential (the seeds assume 200 µs).
 	RoundTrip MicrosPercentiles `json:"redis_hget_round_trip"`
+	// ServerCPU is redis-server's CPU (user+system, from INFO cpu) per ping
+	// in each round's Redis stage, which Redis's cpu_us_per_ping (this
+	// process only) leaves out.
+	ServerCPU []float64 `json:"redis_server_cpu_us_per_ping"`
 	// RedisKeys is how many keys the Redis stage's tables held at the end of
 	// each round (one per device seen): the state was in Redis.
 	RedisKeys    []int64 `json:"redis_table_keys"`
@@ -135,12 +139,25 @@ func CompareRedis(ctx context.Context, rc RedisConfig) (*RedisResult, error) {
 					return nil, err
 				}
 			}
+			cpu0, err := serverCPU(ctx, srv.addr)
+			if err != nil {
+				return nil, err
+			}
 			st, err := e.debouncer(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("debouncer on %s: %w", kind, err)
 			}
 			e.progress("round %d, debouncer on %s: %.0f pings/s, %.1f µs CPU per ping", round+1, kind, st.PingsPerSec, st.CPUMicrosPerPing)
 			if kind == statestore.Redis {
+				cpu1, err := serverCPU(ctx, srv.addr)
+				if err != nil {
+					return nil, err
+				}
+				// The whole stage's server CPU (recovery and the tail
+				// included) over its pings: an upper bound.
+				us := float64(cpu1-cpu0) / float64(time.Microsecond) / float64(cfg.Pings)
+				res.ServerCPU = append(res.ServerCPU, us)
+				e.progress("round %d, redis-server: %.1f µs CPU per ping", round+1, us)
 				res.Redis = append(res.Redis, st)
 				redisSum += st.PingsPerSec
 				n, err := tableKeys(ctx, srv.addr)
@@ -181,6 +198,25 @@ func roundTrip(ctx context.Context, addr string) (MicrosPercentiles, error) {
 	slices.Sort(d)
 	us := func(x time.Duration) float64 { return float64(x) / float64(time.Microsecond) }
 	return MicrosPercentiles{N: n, P50: us(d[n/2]), P99: us(d[n*99/100])}, c.Del(ctx, "bench-rtt").Err()
+}
+
+// serverCPU is the server's CPU time so far (INFO cpu).
+func serverCPU(ctx context.Context, addr string) (time.Duration, error) {
+	c := newRedisClient(addr)
+	defer c.Close()
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis info cpu: %w", err)
+	}
+	var sum float64
+	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := strconv.ParseFloat(infoField(info, f), 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis info cpu: %s: %w", f, err)
+		}
+		sum += v
+	}
+	return time.Duration(sum * float64(time.Second)), nil
 }
 
 // flushRedis empties the server, so a Redis stage starts from empty tables as

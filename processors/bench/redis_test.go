@@ -32,6 +32,9 @@ func TestCompareRedisRunsBoth(t *testing.T) {
 			}
 		}
 	}
+	if len(res.ServerCPU) != 2 || res.ServerCPU[0] <= 0 {
+		t.Errorf("redis-server CPU per ping = %v", res.ServerCPU)
+	}
 	for _, n := range res.RedisKeys {
 		if n < devices/2 || n > devices {
 			t.Errorf("Redis tables hold %d keys, want one per device seen (%d devices)", n, devices)
