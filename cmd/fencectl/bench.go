@@ -25,6 +25,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(args) > 0 && args[0] == "scale" {
 		return runBenchScale(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "redis" {
+		return runBenchRedis(ctx, args[1:], stdout, stderr)
+	}
 	c := newCommand("bench", "bench [--brokers B] [--pings N --devices N --rates R,R,... --window D --storage S --flush D]",
 		`Measures, in one run, the same pre-produced fleet pings through (a) a raw franz-go
 consumer, (b) a bare Goka counter with the same storage, (c) the debouncer and (d) the
@@ -238,6 +241,42 @@ CLUSTER ARE DELETED and recreated.`)
 	}
 	res, err := bench.Scale(ctx, bench.ScaleConfig{
 		Cluster: cl, Devices: *devices, Fences: *nf, Idle: *idle, Storage: storage,
+		Partitions: int32(*partitions), Progress: stderr,
+	})
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	return writeJSON(c, res, stdout, stderr)
+}
+
+func runBenchRedis(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("bench redis", "bench redis [--brokers B] [--pings N --devices N --storage S --rounds N]",
+		`Measures, in one run, the same debouncer over the same pings with its table in the
+local store (--storage) and in Redis (statestore.Redis: one round trip per read and per
+write), --rounds times each in alternating order, and one HGET's round trip. Starts Debian's redis-server (package redis-server) on
+127.0.0.1 at a free port without persistence and stops it at the end. Progress to stderr,
+one JSON object to stdout with both throughputs and local_over_redis. With --brokers the
+geofencing topics and groups ON THAT CLUSTER ARE DELETED and recreated.`)
+	var cl cluster.Config
+	cl.ClientID = "fencectl-bench"
+	cl.RegisterFlags(c.fs)
+	pings := c.fs.Int("pings", 300_000, "pings through each debouncer")
+	devices := c.fs.Int("devices", 10_000, "simulated devices")
+	storage := statestore.Default
+	c.fs.TextVar(&storage, "storage", statestore.Default, "local store compared with Redis: pebble, leveldb, memory or goka-leveldb")
+	rounds := c.fs.Int("rounds", 2, "rounds of both stages, the order alternating")
+	partitions := partitionsFlag(c.fs)
+	if code, ok := c.parseFlagsOnly(args, partitions, stdout, stderr); !ok {
+		return code
+	}
+	if *pings <= 0 || *devices <= 0 || *rounds <= 0 {
+		return c.usageErr(stderr, "--pings, --devices and --rounds must be positive")
+	}
+	if storage == statestore.Redis {
+		return c.usageErr(stderr, "--storage: the local store to compare with Redis, not redis")
+	}
+	res, err := bench.CompareRedis(ctx, bench.RedisConfig{
+		Cluster: cl, Pings: *pings, Devices: *devices, Local: storage, Rounds: *rounds,
 		Partitions: int32(*partitions), Progress: stderr,
 	})
 	if err != nil {

@@ -94,3 +94,18 @@ func TestBenchScaleReportsEveryFigure(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 	}
 }
+
+// TestBenchRedisRefusesRedisAsTheLocalStore: `bench redis` compares a local
+// store with Redis, so --storage redis is a usage error, and without
+// redis-server the command fails naming the package to install.
+func TestBenchRedisRefusesRedisAsTheLocalStore(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runBench(context.Background(), []string{"redis", "--storage", "redis"}, &out, &errb); code != exitUsage {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitUsage, errb.String())
+	}
+	t.Setenv("PATH", t.TempDir())
+	errb.Reset()
+	if code := runBench(context.Background(), []string{"redis", "--pings", "10"}, &out, &errb); code == exitOK || !bytes.Contains(errb.Bytes(), []byte("redis-server package")) {
+		t.Fatalf("exit %d without redis-server\nstderr:\n%s", code, errb.String())
+	}
+}

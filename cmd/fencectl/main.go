@@ -110,6 +110,8 @@ Commands:
                       topics and local state reset (refused while it has members)
   bench storage [--brokers B] [--states N,N --kinds K,K]
                       the group-table stores side by side: throughput, restart, disk, memory
+  bench redis [--brokers B] [--pings N --storage S --rounds N]
+                      the debouncer with its table local and in a redis-server it starts
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.

@@ -11,6 +11,10 @@
 // (group joins and table recovery are not in it). Latency is wall time from
 // handing a ping to the producer to seeing its trigger (or the occupancy
 // record it changed) on the output topic.
+//
+// CompareRedis (fencectl bench redis) runs the same debouncer with its table
+// in the local store and in a redis-server it starts and stops, in one run:
+// what local state is worth against a shared store.
 package bench
 
 import (
@@ -211,6 +215,8 @@ type env struct {
 	step    atomic.Int32 // stages start processors concurrently
 	// timerEvery, if set, overrides the processors' timer interval.
 	timerEvery time.Duration
+	// redisAddr is the server of statestore.Redis tables (CompareRedis).
+	redisAddr string
 }
 
 // profile starts the stage's profile, if any; the result stops it.

@@ -107,6 +107,11 @@ func (e *env) groupOpts() []group.Opt {
 	if e.timerEvery > 0 {
 		opts = append(opts, group.TimerInterval(e.timerEvery))
 	}
+	if e.cfg.Storage == statestore.Redis {
+		// A namespace per processor start: each stage starts from empty
+		// tables, as on a fresh state directory.
+		opts = append(opts, group.StorageOptions(statestore.RedisServer(e.redisAddr, fmt.Sprintf("bench-%d", e.step.Add(1)))))
+	}
 	return opts
 }
 

@@ -86,6 +86,28 @@ type instance[S any, PS codecs.Message[S]] struct {
 	cacheStates bool
 	// digestBufs are *[]byte to encode an input in for its digest.
 	digestBufs sync.Pool
+	// contexts are *Context[S, PS] for the next callbacks: a Context is
+	// valid only during its callback, and one per record was a profile's
+	// largest allocation of the kit's own on a debouncer's path.
+	contexts sync.Pool
+}
+
+// context is a zeroed Context for a callback of this build.
+func (in *instance[S, PS]) context(gctx goka.Context, orig any) *Context[S, PS] {
+	c, _ := in.contexts.Get().(*Context[S, PS])
+	if c == nil {
+		c = new(Context[S, PS])
+	}
+	c.g, c.grp, c.orig = gctx, in, orig
+	return c
+}
+
+// recycle zeroes c, dropping everything it referenced (states, envelopes,
+// outputs now owned by caches and envelopes), and keeps it for a next
+// callback.
+func (in *instance[S, PS]) recycle(c *Context[S, PS]) {
+	*c = Context[S, PS]{}
+	in.contexts.Put(c)
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -305,7 +327,8 @@ func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, v
 
 func visitCallback[S any, PS codecs.Message[S], T any](in *instance[S, PS], name string, visit func(c *Context[S, PS], meta T)) goka.ProcessCallback {
 	return func(gctx goka.Context, meta any) {
-		c := &Context[S, PS]{g: gctx, grp: in}
+		c := in.context(gctx, nil)
+		defer in.recycle(c)
 		m, ok := meta.(T)
 		if !ok && meta != nil {
 			c.Logger().Error("visit skipped: metadata of the wrong type", "visitor", name, "got", fmt.Sprintf("%T", meta), "want", fmt.Sprintf("%T", m))
@@ -335,7 +358,8 @@ func streamOpts[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Gro
 // wrap is the Goka callback of a stream (or loop) handler in one build.
 func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[S, PS], handle func(*Context[S, PS], PM) error, sc streamConfig[M, PM]) goka.ProcessCallback {
 	return func(gctx goka.Context, value any) {
-		c := &Context[S, PS]{g: gctx, grp: g, orig: value}
+		c := g.context(gctx, value)
+		defer g.recycle(c)
 		g.m.recordProcessed(g.name, string(gctx.Topic()), gctx.Partition())
 		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
 			c.DeadLetter(badKey(gctx, err))

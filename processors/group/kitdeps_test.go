@@ -31,7 +31,8 @@ var kitMayImport = []string{
 	"github.com/golang/protobuf/proto",
 	"google.golang.org/protobuf",
 	"golang.org/x/sync/errgroup",
-	"golang.org/x/sys/unix", // statfs and access for the state directory watch
+	"golang.org/x/sys/unix",        // statfs and access for the state directory watch
+	"github.com/redis/go-redis/v9", // statestore.Redis, the shared store local state is measured against
 }
 
 // The kit knows nothing of geofencing: each import of each kit package (its

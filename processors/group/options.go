@@ -86,6 +86,7 @@ type config struct {
 	timerBatch   int
 	idle         time.Duration
 	storage      statestore.Kind // see storage.go
+	storeOpts    []statestore.Opt
 	flush        time.Duration
 	committed    func(topic string, partition int32) (int64, bool)
 	retry        retryConfig   // see reconnect.go
@@ -193,6 +194,12 @@ func Storage(kind statestore.Kind) Opt {
 			c.storage = kind
 		}
 	})
+}
+
+// StorageOptions are passed to the store's builder after the kit's own
+// (default: none), e.g. statestore.RedisServer for statestore.Redis.
+func StorageOptions(opts ...statestore.Opt) Opt {
+	return func(c *runConfig) { c.storeOpts = append(c.storeOpts, opts...) }
 }
 
 // HotStandby keeps warm copies of the tables of partitions this instance does not

@@ -227,14 +227,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 				goka.WithEmitterProducerBuilder(ProducerBuilder(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
-		sb, err := statestore.Builder(cfg.storage, dir, statestore.Logger(g.log),
+		sb, err := statestore.Builder(cfg.storage, dir, append([]statestore.Opt{statestore.Logger(g.log),
 			statestore.OnDamaged(func(string, string, error) { m.stateDamaged.WithLabelValues(g.name).Inc() }),
 			statestore.OnUnwritable(func(err error) {
 				health.setFatal(err)
 				if proc := built.Load(); proc != nil {
 					go proc.gp().Stop() // not from inside a storage call Goka may hold locks around
 				}
-			}))
+			})}, cfg.storeOpts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}

@@ -1,9 +1,9 @@
 // Package statestore provides the local storage behind Goka group tables
 // (implementations of github.com/lovoo/goka/storage.Storage) and the choice
 // between them: Pebble (the default), LevelDB with deferred offset writes, an
-// in-memory store rebuilt from the changelog, and Goka's own LevelDB storage
-// for comparison. BENCHMARKS.md at the repository root has the measurements
-// that chose the default.
+// in-memory store rebuilt from the changelog, and, for comparison, Goka's own
+// LevelDB storage and a shared Redis server. BENCHMARKS.md at the repository
+// root has the measurements that chose the default.
 //
 // # What the local store is
 //
@@ -87,6 +87,16 @@
 // holds its data, an empty log and its MANIFEST: 16 KB for a debouncer
 // partition of a few devices (measured: 24 partitions, 60 devices, 392 KB in
 // all; 185 MB with Pebble's defaults).
+//
+// # Redis
+//
+// Redis (with RedisServer) is not a local store: it keeps each table in a
+// hash on a shared redis-server, one network round trip per Get, Has, Set
+// and Delete, the offset deferred as above. It exists to measure what local
+// state is worth (fencectl bench redis runs the same debouncer on both). The
+// invariant holds the same way: a Set returns once the server applied it,
+// and the deferred offset is written after. What survives is what the
+// server keeps (the bench runs it without persistence).
 //
 // The in-memory store loses everything with the process and is rebuilt from
 // the changelog on start (it keeps its tables across rebalances within one

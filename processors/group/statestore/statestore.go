@@ -23,6 +23,10 @@ const (
 	LevelDB     Kind = "leveldb"      // goleveldb with tuned options, offset deferred
 	Memory      Kind = "memory"       // in memory, rebuilt from the changelog on start
 	GokaLevelDB Kind = "goka-leveldb" // Goka's DefaultBuilder: offset written after every message
+	// Redis keeps the tables in a shared Redis server (RedisServer), one
+	// round trip per read or write: the shared store local state is measured
+	// against (fencectl bench redis). Not in Kinds: it needs a server.
+	Redis Kind = "redis"
 )
 
 // Default is the store used when none is chosen.
@@ -33,13 +37,13 @@ func Kinds() []Kind { return []Kind{Pebble, LevelDB, Memory, GokaLevelDB} }
 
 // ParseKind reads a kind name as given to --storage.
 func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds() {
+	for _, k := range append(Kinds(), Redis) {
 		if string(k) == strings.ToLower(strings.TrimSpace(s)) {
 			return k, nil
 		}
 	}
-	names := make([]string, 0, len(Kinds()))
-	for _, k := range Kinds() {
+	names := make([]string, 0, len(Kinds())+1)
+	for _, k := range append(Kinds(), Redis) {
 		names = append(names, string(k))
 	}
 	return "", fmt.Errorf("unknown storage %q (one of %s)", s, strings.Join(names, ", "))
@@ -58,6 +62,8 @@ type config struct {
 	cache          int64 // Pebble block cache bytes per builder (0: pebbleCacheBytes)
 	flushOnClose   bool
 	minFree        int64 // free bytes kept beyond the tables' next flushes
+	redisAddr      string
+	redisNS        string
 }
 
 // PebbleMemory sizes Pebble's memory: memTable bytes per table (default 4
@@ -120,7 +126,7 @@ func newConfig(opts []Opt) (config, error) {
 }
 
 // Builder returns Goka's storage builder for kind, keeping tables under dir
-// (unused by Memory). Each kind uses its own file names, so switching kinds
+// (unused by Memory and Redis). Each kind uses its own file names, so switching kinds
 // starts from an empty store and recovers from the changelog.
 func Builder(kind Kind, dir string, opts ...Opt) (storage.Builder, error) {
 	cfg, err := newConfig(opts)
@@ -136,6 +142,8 @@ func Builder(kind Kind, dir string, opts ...Opt) (storage.Builder, error) {
 		return memoryBuilder(), nil
 	case GokaLevelDB:
 		return storage.DefaultBuilder(dir), nil
+	case Redis:
+		return redisBuilder(cfg)
 	default:
 		return nil, fmt.Errorf("unknown storage %q", kind)
 	}

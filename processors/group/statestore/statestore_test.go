@@ -50,76 +50,82 @@ func TestStoresBehaveLikeGokas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := open(t, b)
-			if o, err := s.GetOffset(-7); err != nil || o != -7 {
-				t.Fatalf("empty GetOffset = %d, %v", o, err)
-			}
-			for _, k := range []string{"b", "a", "ab", "c"} {
-				if err := s.Set(k, []byte("v-"+k)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.Delete("c"); err != nil {
-				t.Fatal(err)
-			}
-			if v, err := s.Get("a"); err != nil || string(v) != "v-a" {
-				t.Fatalf("Get(a) = %q, %v", v, err)
-			}
-			if v, err := s.Get("missing"); err != nil || v != nil {
-				t.Fatalf("Get(missing) = %q, %v", v, err)
-			}
-			if has, _ := s.Has("c"); has {
-				t.Fatal("deleted key still there")
-			}
-			if err := s.SetOffset(41); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.MarkRecovered(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.SetOffset(42); err != nil {
-				t.Fatal(err)
-			}
-			it, _ := s.Iterator()
-			if got := keys(t, it); !slices.Equal(got, []string{"a", "ab", "b"}) {
-				t.Fatalf("Iterator keys = %v (the offset must not show)", got)
-			}
-			it, _ = s.IteratorWithRange([]byte("a"), nil)
-			if got := keys(t, it); !slices.Equal(got, []string{"a", "ab"}) {
-				t.Fatalf("prefix iterator = %v", got)
-			}
-			it, _ = s.IteratorWithRange([]byte("ab"), []byte("c"))
-			if got := keys(t, it); !slices.Equal(got, []string{"ab", "b"}) {
-				t.Fatalf("range iterator = %v", got)
-			}
-			it, _ = s.Iterator()
-			if !it.Seek([]byte("aa")) || string(it.Key()) != "ab" {
-				t.Fatalf("Seek(aa) at %q", it.Key())
-			}
-			if v, _ := it.Value(); string(v) != "v-ab" {
-				t.Fatalf("Value after Seek = %q", v)
-			}
-			it.Release()
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s = open(t, b)
-			if o, err := s.GetOffset(-1); err != nil || o != 42 {
-				t.Fatalf("offset after reopen = %d, %v; want 42", o, err)
-			}
-			if v, _ := s.Get("ab"); string(v) != "v-ab" {
-				t.Fatalf("value after reopen = %q", v)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if kind == statestore.GokaLevelDB {
-				return // Goka's own storage panics on a second Close
-			}
-			if err := s.Close(); err != nil { // ours: a second Close is harmless
-				t.Fatalf("second Close: %v", err)
-			}
+			behavesLikeGokas(t, kind, b)
 		})
+	}
+}
+
+// behavesLikeGokas is TestStoresBehaveLikeGokas's check of one store.
+func behavesLikeGokas(t *testing.T, kind statestore.Kind, b storage.Builder) {
+	t.Helper()
+	s := open(t, b)
+	if o, err := s.GetOffset(-7); err != nil || o != -7 {
+		t.Fatalf("empty GetOffset = %d, %v", o, err)
+	}
+	for _, k := range []string{"b", "a", "ab", "c"} {
+		if err := s.Set(k, []byte("v-"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete("c"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Get("a"); err != nil || string(v) != "v-a" {
+		t.Fatalf("Get(a) = %q, %v", v, err)
+	}
+	if v, err := s.Get("missing"); err != nil || v != nil {
+		t.Fatalf("Get(missing) = %q, %v", v, err)
+	}
+	if has, _ := s.Has("c"); has {
+		t.Fatal("deleted key still there")
+	}
+	if err := s.SetOffset(41); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkRecovered(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOffset(42); err != nil {
+		t.Fatal(err)
+	}
+	it, _ := s.Iterator()
+	if got := keys(t, it); !slices.Equal(got, []string{"a", "ab", "b"}) {
+		t.Fatalf("Iterator keys = %v (the offset must not show)", got)
+	}
+	it, _ = s.IteratorWithRange([]byte("a"), nil)
+	if got := keys(t, it); !slices.Equal(got, []string{"a", "ab"}) {
+		t.Fatalf("prefix iterator = %v", got)
+	}
+	it, _ = s.IteratorWithRange([]byte("ab"), []byte("c"))
+	if got := keys(t, it); !slices.Equal(got, []string{"ab", "b"}) {
+		t.Fatalf("range iterator = %v", got)
+	}
+	it, _ = s.Iterator()
+	if !it.Seek([]byte("aa")) || string(it.Key()) != "ab" {
+		t.Fatalf("Seek(aa) at %q", it.Key())
+	}
+	if v, _ := it.Value(); string(v) != "v-ab" {
+		t.Fatalf("Value after Seek = %q", v)
+	}
+	it.Release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, b)
+	if o, err := s.GetOffset(-1); err != nil || o != 42 {
+		t.Fatalf("offset after reopen = %d, %v; want 42", o, err)
+	}
+	if v, _ := s.Get("ab"); string(v) != "v-ab" {
+		t.Fatalf("value after reopen = %q", v)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if kind == statestore.GokaLevelDB {
+		return // Goka's own storage panics on a second Close
+	}
+	if err := s.Close(); err != nil { // ours: a second Close is harmless
+		t.Fatalf("second Close: %v", err)
 	}
 }
 
