@@ -7,8 +7,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -26,20 +26,22 @@ func BenchmarkCallback(b *testing.B) {
 
 func benchCallback(b *testing.B, cached bool) {
 	tt := tester.New(b)
-	g := validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
+	var opts []group.Opt
+	if cached {
+		opts = append(opts, group.CacheEnvelopes(1<<20), group.CacheStates(1<<20))
+	}
+	g := group.New[state](testTopology(2), testGroup, quiet, opts...)
+	group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+			st = &testpb.DeviceState{DeviceId: c.Key()}
 		}
 		st.Pings++
 		st.LastHlc = p.GetHlc()
 		c.SetState(st)
 		return nil
-	}, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
-	if cached {
-		group.CacheEnvelopes(g, 1<<20)
-		group.CacheStates(g, 1<<20)
-	}
+	}, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +55,7 @@ func benchCallback(b *testing.B, cached bool) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("veh-%04d", i)
 	}
-	p := &geofencepb.Ping{Lat: 52.5, Lon: 13.4}
+	p := &testpb.Ping{Lat: 52.5, Lon: 13.4}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {

@@ -199,7 +199,7 @@ func Storage(kind statestore.Kind) Opt {
 // StorageOptions are passed to the store's builder after the kit's own
 // (default: none), e.g. statestore.RedisServer for statestore.Redis.
 func StorageOptions(opts ...statestore.Opt) Opt {
-	return func(c *runConfig) { c.storeOpts = append(c.storeOpts, opts...) }
+	return runOpt("StorageOptions", func(c *config) { c.storeOpts = append(c.storeOpts, opts...) })
 }
 
 // HotStandby keeps warm copies of the tables of partitions this instance does not
