@@ -58,7 +58,7 @@
 // without changing the state of a key that has an envelope records its
 // outputs like any other — on an ordered stream in its own write; on a
 // stream without order (a hop that only routes, say) with the key's next
-// write, the advance kept in memory until then (deferred.go). A crash loses
+// write, the advance kept in memory until then (once.Deferred). A crash loses
 // only advances made after the key's last write, on the state that write
 // stored: redelivered, those inputs are new to the stored cursor and run
 // again on that same state, emitting the same records.
@@ -74,7 +74,7 @@
 // redelivered except by a reset of the group's offsets. A key whose cursor
 // holds the outputs of ReplayWindow uncommitted inputs (default
 // DefaultReplayWindow; commits stall in a broker outage) does not forget the
-// oldest: its next input waits until the commit passes it (awaitRoom),
+// oldest: its next input waits until the commit passes it (record.awaitRoom),
 // pausing only that partition — earlier inputs keep being committed — and no
 // longer than the partition runs; waits are counted in
 // fencestream_replay_window_waits_total. Inputs that emitted nothing do not

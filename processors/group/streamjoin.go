@@ -153,7 +153,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 	now := c.StreamTime().UnixMilli()
 	if jb.GetClosedMs() > now {
 		now = jb.GetClosedMs()
-		if c.tick == nil {
+		if c.rec.tick == nil {
 			c.grp.clock.raise(c.Partition(), now)
 		}
 	}

@@ -27,7 +27,7 @@ func StateTTL[S any, PS codecs.Message[S]](g *Group[S, PS], ttl time.Duration) {
 	}
 	g.ttl = ttl
 	g.onKitTimer("ttl", func(c *Context[S, PS], _ Timer) error {
-		c.purge = true
+		c.rec.purge = true
 		return nil
 	})
 }
@@ -37,7 +37,7 @@ func (g *Group[S, PS]) touchTTL(c *Context[S, PS]) {
 	if g.ttl <= 0 || c.Topic() == g.decl.Timers {
 		return
 	}
-	at := c.eventTime
+	at := c.rec.eventTime
 	if at.IsZero() {
 		at = c.StreamTime()
 	}

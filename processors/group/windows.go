@@ -266,7 +266,7 @@ func streamNowFor[S any, PS codecs.Message[S]](c *Context[S, PS], ws *kitpb.Wind
 	now := c.StreamTime().UnixMilli()
 	if ws.GetClosedMs() > now {
 		now = ws.GetClosedMs()
-		if c.tick == nil {
+		if c.rec.tick == nil {
 			c.grp.clock.raise(c.Partition(), now)
 		}
 	}
