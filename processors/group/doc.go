@@ -63,6 +63,13 @@
 // stored: redelivered, those inputs are new to the stored cursor and run
 // again on that same state, emitting the same records.
 //
+// Where it lives: every input takes one record path (record.go: admit,
+// dedupe, run, commit, release, in that order, each written once), and what
+// the path decides — is this input applied already, what does applying it
+// record, what may be forgotten, must it wait for the commit, which advances
+// may wait for the key's next write — is the package internal/once, plain
+// functions over envelopes that know neither Goka nor this package.
+//
 // The memory is bounded by what can be redelivered: the processor polls the
 // group's committed offsets from the broker (every DefaultCommitPoll), and a
 // cursor keeps only the inputs at or above its partition's committed offset,
