@@ -38,47 +38,58 @@ import (
 // owns the handler's Context (one allocation for both), which points back.
 type record[S any, PS codecs.Message[S]] struct {
 	c    Context[S, PS]
-	in   once.Input // the input's position; zero in a visit (nothing to replay)
-	orig any        // the decoded input value, for dead-lettering
+	orig any // the decoded input value, for dead-lettering
+	// seq and inDigest are an ordered input's HLC and digest (input).
+	seq, inDigest uint64
 
-	env     *kitpb.Envelope // the key's stored envelope; loaded on first use
-	envRead bool
-	// loaded is env as it was read (from the envelope cache or the store);
-	// touched: commit began changing it (envcache.go puts back only an
-	// envelope that was written or is still as read). held is the cache
-	// entry env came from (nil: read from the store), heldSt its decoded
-	// state until State hands it over.
-	loaded  *kitpb.Envelope
-	touched bool
-	held    *envEntry
-	heldSt  PS
+	env *kitpb.Envelope // the key's stored envelope; loaded on first use
+	// loaded is env as it was read (from the envelope cache or the store).
+	// held is the cache entry env came from (nil: read from the store),
+	// heldSt its decoded state until State hands it over.
+	loaded *kitpb.Envelope
+	held   *envEntry
+	heldSt PS
 	// deferredOn is the print of the stored envelope when env has deferred
 	// advances applied (once.Deferred), 0 when it has none.
 	deferredOn uint64
 	st         PS
-	stRead     bool
-	dirty      bool // SetState or DeleteState was called
-	deleted    bool
-	// recording: outputs are collected for the envelope (stream and loop
-	// callbacks; not visits, which have no input to replay).
-	recording bool
-	outputs   []*kitpb.Output
+	outputs    []*kitpb.Output
 
 	// Time (streamtime.go, timers.go).
-	eventTime   time.Time
-	tick        *kitpb.Tick // the tick being handled, in timer handlers
-	timersDirty bool        // SetTimer or CancelTimer changed the envelope's timers
-	purge       bool        // remove the key's whole table value (state TTL)
-	ticked      bool        // a kit timer tick is being handled
-	written     bool        // commit wrote (or deleted) the key's table value
+	eventTime time.Time
+	tick      *kitpb.Tick // the tick being handled, in timer handlers
 
 	refused error // the first misused handle (handles.go)
+
+	// Flags, together (a record is allocated per input).
+	ordered bool // the input's stream is OrderedByHLC
+	envRead bool
+	// touched: commit began changing env (envcache.go puts back only an
+	// envelope that was written or is still as read).
+	touched bool
+	stRead  bool
+	dirty   bool // SetState or DeleteState was called
+	deleted bool
+	// recording: outputs are collected for the envelope (stream and loop
+	// callbacks; not visits, which have no input to replay).
+	recording   bool
+	timersDirty bool // SetTimer or CancelTimer changed the envelope's timers
+	purge       bool // remove the key's whole table value (state TTL)
+	ticked      bool // a kit timer tick is being handled
+	written     bool // commit wrote (or deleted) the key's table value
 }
 
 func newRecord[S any, PS codecs.Message[S]](in *instance[S, PS], gctx goka.Context, value any) *record[S, PS] {
 	r := &record[S, PS]{orig: value}
 	r.c = Context[S, PS]{g: gctx, grp: in, rec: r}
 	return r
+}
+
+// input is the input's position as once records it; in a visit, which has
+// no input to replay, it is never recorded.
+func (r *record[S, PS]) input() once.Input {
+	g := r.c.g
+	return once.Input{Topic: string(g.Topic()), Partition: g.Partition(), Offset: g.Offset(), Ordered: r.ordered, Seq: r.seq, Digest: r.inDigest}
 }
 
 // wrap is the Goka callback of a stream (or loop) handler in one build: the
@@ -101,7 +112,7 @@ func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[
 }
 
 // admit checks what can be checked of the input alone and reports whether it
-// goes on; a refused input is dead-lettered. It fills r.in.
+// goes on; a refused input is dead-lettered.
 func admit[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](r *record[S, PS], value any, sc streamConfig[M, PM]) (PM, bool) {
 	c, g := &r.c, r.c.grp
 	g.m.recordProcessed(g.name, string(c.g.Topic()), c.g.Partition())
@@ -118,7 +129,6 @@ func admit[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](r *record[S
 		c.DeadLetter(ReasonEmptyValue, fmt.Errorf("no value"))
 		return nil, false
 	}
-	r.in = once.Input{Topic: c.Topic(), Partition: c.Partition(), Offset: c.Offset()}
 	if sc.hlc != nil {
 		seq := sc.hlc(msg)
 		if seq == 0 && protov2.Size(msg) == 0 {
@@ -135,15 +145,15 @@ func admit[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](r *record[S
 			return nil, false
 		}
 		// The digest is taken before the handler, which may change msg.
-		r.in.Ordered, r.in.Seq, r.in.Digest = true, seq, r.digest()
+		r.ordered, r.seq, r.inDigest = true, seq, r.digest()
 	}
 	if sc.eventTime != nil {
 		r.eventTime = sc.eventTime(msg)
-		g.clock.observe(r.in.Partition, r.eventTime.UnixMilli(), g.rt.now())
-	} else if g.decl.Timers == "" || r.in.Topic != g.decl.Timers {
+		g.clock.observe(c.Partition(), r.eventTime.UnixMilli(), g.rt.now())
+	} else if g.decl.Timers == "" || c.Topic() != g.decl.Timers {
 		// Ticks are not activity: an idle partition must stay idle while
 		// its timers fire.
-		g.clock.touch(r.in.Partition, g.rt.now())
+		g.clock.touch(c.Partition(), g.rt.now())
 	}
 	return msg, true
 }
@@ -161,41 +171,42 @@ func (r *record[S, PS]) bounds() once.Bounds {
 // window is full of uncommitted inputs waits for the commit (awaitRoom).
 func (r *record[S, PS]) dedupe() bool {
 	c, g := &r.c, r.c.grp
-	v := r.bounds().Check(r.envelope(), r.in)
+	in := r.input()
+	v := r.bounds().Check(r.envelope(), in)
 	switch v.Kind {
 	case once.New:
-		r.awaitRoom(v.Cursor)
+		r.awaitRoom(in, v.Cursor)
 		return true
 	case once.Copy:
-		c.Logger().Debug("input is a copy of the last applied (same HLC, same bytes); not applied again", "topic", r.in.Topic, "offset", r.in.Offset, "applied_offset", v.Cursor.GetOffset())
-		r.replay(v)
+		c.Logger().Debug("input is a copy of the last applied (same HLC, same bytes); not applied again", "topic", in.Topic, "offset", in.Offset, "applied_offset", v.Cursor.GetOffset())
+		r.replay(in, v)
 	case once.Replay:
-		r.replay(v)
+		r.replay(in, v)
 	case once.DuplicateHLC:
-		g.m.hlcStale.WithLabelValues(g.name, r.in.Topic, "duplicate").Inc()
-		c.DeadLetter(ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, r.in.Seq, v.Cursor.GetOffset()))
+		g.m.hlcStale.WithLabelValues(g.name, in.Topic, "duplicate").Inc()
+		c.DeadLetter(ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, in.Seq, v.Cursor.GetOffset()))
 	case once.Stale:
-		g.m.hlcStale.WithLabelValues(g.name, r.in.Topic, "stale").Inc()
-		c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, v.Cursor.GetSeq(), r.in.Seq))
+		g.m.hlcStale.WithLabelValues(g.name, in.Topic, "stale").Inc()
+		c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, v.Cursor.GetSeq(), in.Seq))
 	}
 	return false
 }
 
 // replay produces a replayed input's recorded outputs again; one the
 // envelope no longer remembers is counted.
-func (r *record[S, PS]) replay(v once.Verdict) {
+func (r *record[S, PS]) replay(in once.Input, v once.Verdict) {
 	c, g := &r.c, r.c.grp
 	switch {
 	case v.Memory == once.OutputLess:
-		g.m.replays.WithLabelValues(g.name, r.in.Topic, "no-outputs").Inc()
+		g.m.replays.WithLabelValues(g.name, in.Topic, "no-outputs").Inc()
 		return
 	case v.Memory == once.Forgotten:
-		g.m.replays.WithLabelValues(g.name, r.in.Topic, "beyond-window").Inc()
-		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset: the group's offsets were reset, or commits are unknown and it fell out of the replay window); its effect is in the state, its outputs are not re-emitted", "topic", r.in.Topic, "offset", r.in.Offset, "applied_offset", v.Cursor.GetOffset())
+		g.m.replays.WithLabelValues(g.name, in.Topic, "beyond-window").Inc()
+		c.Logger().Info("redelivered input is older than what the envelope remembers (it was below the committed offset: the group's offsets were reset, or commits are unknown and it fell out of the replay window); its effect is in the state, its outputs are not re-emitted", "topic", in.Topic, "offset", in.Offset, "applied_offset", v.Cursor.GetOffset())
 		return
 	}
-	g.m.replays.WithLabelValues(g.name, r.in.Topic, "re-emitted").Inc()
-	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", r.in.Topic, "offset", r.in.Offset, "applied_offset", v.Cursor.GetOffset()-int64(v.Back), "outputs", len(v.Outputs))
+	g.m.replays.WithLabelValues(g.name, in.Topic, "re-emitted").Inc()
+	c.Logger().Debug("input already applied; re-emitting its outputs", "topic", in.Topic, "offset", in.Offset, "applied_offset", v.Cursor.GetOffset()-int64(v.Back), "outputs", len(v.Outputs))
 	for _, o := range v.Outputs {
 		if o.GetKey() == "" {
 			o = &kitpb.Output{Topic: o.GetTopic(), Key: c.Key(), Value: o.GetValue(), Headers: o.GetHeaders()}
@@ -217,7 +228,7 @@ func (r *record[S, PS]) replay(v once.Verdict) {
 // over after that: the envelope holds them beyond the window until the next
 // commit. Under Goka's tester, or with the committed offsets unknown, nothing
 // waits and the window alone bounds.
-func (r *record[S, PS]) awaitRoom(cur *kitpb.Cursor) {
+func (r *record[S, PS]) awaitRoom(in once.Input, cur *kitpb.Cursor) {
 	b := r.bounds()
 	oldest, next, full := b.Full(cur)
 	if !full {
@@ -228,9 +239,9 @@ func (r *record[S, PS]) awaitRoom(cur *kitpb.Cursor) {
 		return // an input Goka hands over after the context ended: applied
 	}
 	g, rt := r.c.grp, &r.c.grp.rt
-	topic, part := r.in.Topic, r.in.Partition
+	topic, part := in.Topic, in.Partition
 	g.m.windowWaits.WithLabelValues(g.name, topic).Inc()
-	log := r.c.Logger().With("topic", topic, "offset", r.in.Offset, "oldest_uncommitted", oldest, "committed", next, "window", rt.window)
+	log := r.c.Logger().With("topic", topic, "offset", in.Offset, "oldest_uncommitted", oldest, "committed", next, "window", rt.window)
 	log.Info("key has a replay window of uncommitted inputs; waiting for the group's offset commit before applying the next")
 	if rt.hurry != nil {
 		defer rt.hurry()()
@@ -365,7 +376,7 @@ func (r *record[S, PS]) commit() {
 		// gets no table value for it.
 		return
 	}
-	if !r.dirty && !r.timersDirty && !r.in.Ordered && r.deferAdvance() {
+	if !r.dirty && !r.timersDirty && !r.ordered && r.deferAdvance() {
 		return // a hop that only routed: its advance goes with the key's next write
 	}
 	env := r.envelope()
@@ -394,7 +405,7 @@ func (r *record[S, PS]) commit() {
 	}
 	b := r.bounds()
 	if r.recording {
-		once.Advance(env, r.in, c.Key(), r.outputs)
+		once.Advance(env, r.input(), c.Key(), r.outputs)
 	}
 	b.Trim(env)
 	// The partition's stream time goes with the write, so a restart starts
@@ -416,7 +427,7 @@ func (r *record[S, PS]) deferAdvance() bool {
 	if base == 0 {
 		base = once.Print(r.envelope()) // as stored: nothing was applied to it
 	}
-	return r.c.grp.deferred.Add(r.c.Key(), base, r.in, r.outputs, r.bounds())
+	return r.c.grp.deferred.Add(r.c.Key(), base, r.input(), r.outputs, r.bounds())
 }
 
 // indexTimers tells the partition's due-time index (timerindex.go) what the
