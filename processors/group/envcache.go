@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/lovoo/goka/storage"
-	protov2 "google.golang.org/protobuf/proto"
 
+	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -20,10 +20,6 @@ import (
 // callback that fails half-way never hands it back. Under Goka's tester, whose
 // SetTableValue writes past the stores the kit wraps, an entry is used only
 // while the store's bytes are still those it was cached as.
-
-// cachedSize is the size of an envelope just encoded (encodeEnvelope leaves
-// every size cache filled), read without a second pass over it.
-var cachedSize = protov2.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
 // envEntry is one key's cached envelope. Entries stay in their partition's
 // map while a callback holds them, so a key's next write updates its entry
@@ -95,7 +91,7 @@ func (c *envCache) take(partition int32, key string) *envEntry {
 // holds for key as of now, in held (the entry the callback took, nil: none)
 // or a new entry; it evicts other keys when full.
 func (c *envCache) put(partition int32, key string, held *envEntry, env *kitpb.Envelope, st any) {
-	size := len(envelopeMagic) + cachedSize.Size(env)
+	size := once.EncodedSize(env)
 	var stored []byte
 	if c.verify {
 		b, err := encodeEnvelope(env)

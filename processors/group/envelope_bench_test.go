@@ -1,14 +1,13 @@
 package group
 
 import (
-	"bytes"
 	"hash/fnv"
 	"os"
-	"slices"
 	"testing"
 
 	protov2 "google.golang.org/protobuf/proto"
 
+	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
@@ -23,8 +22,8 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 	bare, _ := marshalOpts.Marshal(st)
 	env := &kitpb.Envelope{State: bare, HasState: true}
 	for i := range DefaultReplayWindow {
-		advance(env, "pings", 7, int64(i), uint64(1<<40+i*65536), 1, true, "veh-000123", nil)
-		trim(env, nil, DefaultReplayWindow, true)
+		once.Advance(env, once.Input{Topic: "pings", Partition: 7, Offset: int64(i), Ordered: true, Seq: uint64(1<<40 + i*65536), Digest: 1}, "veh-000123", nil)
+		once.Bounds{Window: DefaultReplayWindow}.Trim(env)
 	}
 	wrapped, _ := encodeEnvelope(env)
 	out := []*kitpb.Output{{Topic: "fence-triggers", Key: "veh-000123", Value: make([]byte, 120)}}
@@ -51,7 +50,7 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 		start := wrapped
 		if tc.lean {
 			e, _ := decodeEnvelope(wrapped)
-			trim(e, func(string, int32) (int64, bool) { return DefaultReplayWindow, true }, DefaultReplayWindow, true)
+			once.Bounds{Window: DefaultReplayWindow, Committed: func(string, int32) (int64, bool) { return DefaultReplayWindow, true }}.Trim(e)
 			start, _ = encodeEnvelope(e)
 		}
 		b.Run(tc.name, func(b *testing.B) {
@@ -74,9 +73,9 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 				h := fnv.New64a()
 				h.Write(pb)
 				off := int64(DefaultReplayWindow + i)
-				advance(e, "pings", 7, off, uint64(1<<41+i), h.Sum64(), true, "veh-000123", out)
+				once.Advance(e, once.Input{Topic: "pings", Partition: 7, Offset: off, Ordered: true, Seq: uint64(1<<41 + i), Digest: h.Sum64()}, "veh-000123", out)
 				committed := func(string, int32) (int64, bool) { return off, tc.lean }
-				trim(e, committed, DefaultReplayWindow, true)
+				once.Bounds{Window: DefaultReplayWindow, Committed: committed}.Trim(e)
 				if _, err := encodeEnvelope(e); err != nil {
 					b.Fatal(err)
 				}
@@ -86,67 +85,10 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 	}
 }
 
-// Without commit information the cursor remembers the last window inputs and
-// forgets the older ones, with their outputs.
-func TestAdvanceKeepsTheWindow(t *testing.T) {
-	env := &kitpb.Envelope{}
-	out := []*kitpb.Output{{Topic: "t", Key: "k"}}
-	for _, off := range []int64{10, 20, 30, 40, 50} {
-		advance(env, "pings", 1, off, 0, 0, false, "k", out)
-		trim(env, nil, 4, true)
-	}
-	c := cursorOf(env, "pings", 1)
-	for off, want := range map[int64]bool{50: true, 40: true, 30: true, 20: true, 10: false} {
-		if got := remembered(c, uint64(50-off)); got != want {
-			t.Errorf("remembered(%d) = %v, want %v (cursor %v)", off, got, want, c)
-		}
-		if got := recordedAt(c, uint64(50-off)) != nil; got != want {
-			t.Errorf("recorded(%d) = %v, want %v (cursor %v)", off, got, want, c)
-		}
-	}
-	if len(env.GetSent()) != 0 {
-		t.Errorf("legacy outputs written: %v", env.GetSent())
-	}
-	if k := recordedAt(c, 0).GetOutputs()[0].GetKey(); k != "" {
-		t.Errorf("output keyed like the input stored with key %q, want it left out", k)
-	}
-}
-
-// With the committed offset known the cursor remembers only the inputs at or
-// above it: what can be redelivered. The head's outputs go once it is
-// committed too (at the key's next write, of any input partition).
-func TestTrimKeepsWhatCanBeRedelivered(t *testing.T) {
-	env := &kitpb.Envelope{}
-	out := []*kitpb.Output{{Topic: "t", Key: "other"}}
-	next := map[string]int64{}
-	committed := func(topic string, _ int32) (int64, bool) { n, ok := next[topic]; return n, ok }
-	for _, off := range []int64{10, 20, 30, 40, 50} {
-		advance(env, "pings", 1, off, uint64(off)<<16, uint64(off), true, "k", out)
-		trim(env, committed, 32, true)
-	}
-	c := cursorOf(env, "pings", 1)
-	if len(c.GetPending()) != 4 || len(c.GetSent()) != 5 {
-		t.Fatalf("commits unknown: pending %v, %d recorded; want all 5 inputs", c.GetPending(), len(c.GetSent()))
-	}
-	next["pings"] = 30 // 10 and 20 are committed
-	trim(env, committed, 32, true)
-	if !slices.Equal(c.GetPending(), []uint64{10, 20}) || len(c.GetSent()) != 3 || recordedAt(c, 30) != nil {
-		t.Errorf("committed up to 30: pending %v, recorded %v; want 40 and 30 pending, 3 recorded", c.GetPending(), c.GetSent())
-	}
-	next["pings"] = 51
-	advance(env, "timers", 1, 7, 0, 0, false, "k", nil) // another partition's write trims this one
-	trim(env, committed, 32, true)
-	if len(c.GetPending()) != 0 || len(c.GetSent()) != 0 || c.GetOffset() != 50 || c.GetSeq() != 50<<16 || c.GetDigest() != 50 {
-		t.Errorf("all committed: cursor %v; want the position alone", c)
-	}
-	if got := recordedAt(c, 0); got != nil {
-		t.Errorf("head's outputs kept after its commit: %v", got)
-	}
-}
-
-// Envelopes written before cursors held their outputs (testdata, frozen) still
-// decode, and their replay memory still answers until it is migrated.
-func TestLegacyEnvelopeStillDecodes(t *testing.T) {
+// Envelopes written before cursors held their outputs (testdata, frozen)
+// still decode to the application's state (their replay memory:
+// internal/once's TestLegacyEnvelopeStillDecodes).
+func TestLegacyEnvelopeStateDecodes(t *testing.T) {
 	raw, err := os.ReadFile("testdata/envelope-v1.bin")
 	if err != nil {
 		t.Fatal(err)
@@ -158,37 +100,5 @@ func TestLegacyEnvelopeStillDecodes(t *testing.T) {
 	st, err := unwrapState[testpb.DeviceState](env)
 	if err != nil || st.GetDeviceId() != "veh-000123" || st.GetPings() != 5 {
 		t.Fatalf("state %v, %v", st, err)
-	}
-	if len(env.GetTimers()) != 1 || env.GetTimers()[0].GetName() != "silence" {
-		t.Errorf("timers %v", env.GetTimers())
-	}
-	pings := cursorOf(env, "pings", 7)
-	// Ordered inputs at offsets 100..112 (3 apart), HLC 1<<40 + i<<16; outputs of i = 2, 4.
-	for i, want := range []bool{false, false, true, false, true} {
-		hlcv := uint64(1<<40 + i*65536)
-		if !applied(pings, int64(100+3*i), hlcv, true) {
-			t.Errorf("input %d not applied", i)
-		}
-		if got := sentFor(env, "pings", 7, hlcv) != nil; got != want {
-			t.Errorf("input %d: legacy outputs found %v, want %v", i, got, want)
-		}
-	}
-	// The unordered timer cursor migrates exactly on its next input.
-	advance(env, "debouncer-timers", 7, 30, 0, 0, false, "veh-000123", nil)
-	trim(env, nil, 4, true)
-	timers := cursorOf(env, "debouncer-timers", 7)
-	if !slices.Equal(timers.GetPending(), []uint64{8, 9, 10}) || len(timers.GetSent()) != 3 || recordedAt(timers, 8) == nil || recordedAt(timers, 10) == nil {
-		t.Errorf("migrated timer cursor %v", timers)
-	}
-	if got := recordedAt(timers, 9).GetOutputs()[0].GetValue(); !bytes.Equal(got, []byte{9, 1}) {
-		t.Errorf("migrated output of offset 21: %v", got)
-	}
-	for _, s := range env.GetSent() {
-		if s.GetTopic() == "debouncer-timers" {
-			t.Errorf("legacy output left after migration: %v", s)
-		}
-	}
-	if sentFor(env, "pings", 7, 1<<40+4*65536) == nil {
-		t.Errorf("the ordered cursor's legacy outputs went with another cursor's migration")
 	}
 }

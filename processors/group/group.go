@@ -15,6 +15,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -76,9 +77,9 @@ type instance[S any, PS codecs.Message[S]] struct {
 	// made: a later one is not in its graph (it shadows Group.handles).
 	handles int
 	// deferred holds the envelope advances of hops that only routed
-	// (deferred.go); states the decoded states CacheStates keeps (nil:
+	// (once.Deferred); states the decoded states CacheStates keeps (nil:
 	// none, statecache.go). All three are this build's own.
-	deferred deferredWrites
+	deferred once.Deferred
 	states   *stateCache[PS]
 	envs     *envCache // CacheEnvelopes' (nil: none, envcache.go)
 	// cacheStates: CacheStates' states are kept in envs' entries (states
@@ -86,28 +87,19 @@ type instance[S any, PS codecs.Message[S]] struct {
 	cacheStates bool
 	// digestBufs are *[]byte to encode an input in for its digest.
 	digestBufs sync.Pool
-	// contexts are *Context[S, PS] for the next callbacks: a Context is
-	// valid only during its callback, and one per record was a profile's
-	// largest allocation of the kit's own on a debouncer's path.
-	contexts sync.Pool
+	// records are *record[S, PS] for the next callbacks: a record (and the
+	// Context in it) is valid only during its callback, and one per record
+	// was a profile's largest allocation of the kit's own on a debouncer's
+	// path.
+	records sync.Pool
 }
 
-// context is a zeroed Context for a callback of this build.
-func (in *instance[S, PS]) context(gctx goka.Context, orig any) *Context[S, PS] {
-	c, _ := in.contexts.Get().(*Context[S, PS])
-	if c == nil {
-		c = new(Context[S, PS])
-	}
-	c.g, c.grp, c.orig = gctx, in, orig
-	return c
-}
-
-// recycle zeroes c, dropping everything it referenced (states, envelopes,
+// recycle zeroes r, dropping everything it referenced (states, envelopes,
 // outputs now owned by caches and envelopes), and keeps it for a next
 // callback.
-func (in *instance[S, PS]) recycle(c *Context[S, PS]) {
-	*c = Context[S, PS]{}
-	in.contexts.Put(c)
+func (in *instance[S, PS]) recycle(r *record[S, PS]) {
+	*r = record[S, PS]{}
+	in.records.Put(r)
 }
 
 // runtime is what callbacks read of the processor's options.
@@ -119,7 +111,7 @@ type runtime struct {
 	timerEvery time.Duration
 	committed  committedFunc // nil: unknown
 	// waits: a key's inputs wait for the commit rather than be trimmed
-	// ahead of it (awaitRoom); off under Goka's tester, which commits
+	// ahead of it (record.awaitRoom, once.Bounds); off under Goka's tester, which commits
 	// nothing. hurry, when set, polls the commits faster while one waits.
 	waits bool
 	hurry func() (release func())
@@ -327,18 +319,20 @@ func Visitor[S any, PS codecs.Message[S], T any](g *Group[S, PS], name string, v
 
 func visitCallback[S any, PS codecs.Message[S], T any](in *instance[S, PS], name string, visit func(c *Context[S, PS], meta T)) goka.ProcessCallback {
 	return func(gctx goka.Context, meta any) {
-		c := in.context(gctx, nil)
-		defer in.recycle(c)
+		r := newRecord(in, gctx, nil)
+		defer in.recycle(r)
+		c := &r.c
 		m, ok := meta.(T)
 		if !ok && meta != nil {
 			c.Logger().Error("visit skipped: metadata of the wrong type", "visitor", name, "got", fmt.Sprintf("%T", meta), "want", fmt.Sprintf("%T", m))
 			return
 		}
-		if err := c.run(func() error { visit(c, m); return nil }); err != nil {
+		// A visit's record path: no input to admit or dedupe.
+		if err := r.call(func() error { visit(c, m); return nil }); err != nil {
 			c.Logger().Error("visit failed", "visitor", name, "err", err)
 		}
-		c.commit(0, false)
-		c.release()
+		r.commit()
+		r.release()
 	}
 }
 
@@ -353,69 +347,6 @@ func streamOpts[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *Gro
 		g.err = errors.Join(g.err, fmt.Errorf("group %s stream %s: %w", g.name, topic, err))
 	}
 	return sc
-}
-
-// wrap is the Goka callback of a stream (or loop) handler in one build.
-func wrap[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](g *instance[S, PS], handle func(*Context[S, PS], PM) error, sc streamConfig[M, PM]) goka.ProcessCallback {
-	return func(gctx goka.Context, value any) {
-		c := g.context(gctx, value)
-		defer g.recycle(c)
-		g.m.recordProcessed(g.name, string(gctx.Topic()), gctx.Partition())
-		if err := topology.ValidateKey(gctx.Key(), 0); err != nil {
-			c.DeadLetter(badKey(gctx, err))
-			return
-		}
-		msg, poison, ok := codecs.As[M, PM](value)
-		switch {
-		case poison != nil:
-			c.DeadLetter(ReasonUndecodable, poison)
-			return
-		case !ok:
-			c.DeadLetter(ReasonEmptyValue, fmt.Errorf("no value"))
-			return
-		}
-		var seq uint64
-		ordered := sc.hlc != nil
-		if ordered {
-			seq = sc.hlc(msg)
-			if seq == 0 && protov2.Size(msg) == 0 {
-				c.DeadLetter(ReasonEmptyValue, ErrEmptyValue)
-				return
-			}
-			if err := g.rt.checkHLC(seq); err != nil {
-				reason := ReasonInvalid
-				if errors.Is(err, ErrFutureHLC) {
-					reason = ReasonFutureHLC
-					g.m.hlcStale.WithLabelValues(g.name, c.Topic(), "future").Inc()
-				}
-				c.DeadLetter(reason, err)
-				return
-			}
-		}
-		if sc.eventTime != nil {
-			c.eventTime = sc.eventTime(msg)
-			g.clock.observe(c.Partition(), c.eventTime.UnixMilli(), g.rt.now())
-		} else if g.decl.Timers == "" || c.Topic() != g.decl.Timers {
-			// Ticks are not activity: an idle partition must stay idle
-			// while its timers fire.
-			g.clock.touch(c.Partition(), g.rt.now())
-		}
-		if c.replayed(seq, ordered) {
-			c.release()
-			return
-		}
-		c.awaitRoom()
-		if ordered {
-			c.inDigest = c.digest() // before the handler, which may change msg
-		}
-		c.recording = true
-		if err := c.run(func() error { return handle(c, msg) }); err != nil {
-			c.DeadLetter(ReasonInvalid, err)
-		}
-		g.touchTTL(c)
-		c.commit(seq, ordered)
-		c.release()
-	}
 }
 
 func (rt runtime) checkHLC(h uint64) error {

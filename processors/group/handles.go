@@ -99,33 +99,34 @@ func (c *Context[S, PS]) checkHandle(owner *handleOwner, seq int, what string) e
 	default:
 		return nil
 	}
-	if c.refused == nil {
-		c.refused = err
+	if c.rec.refused == nil {
+		c.rec.refused = err
 	}
 	return err
 }
 
-// run calls a handler. A panic becomes an error (with the stack in the log)
+// call calls a handler. A panic becomes an error (with the stack in the log)
 // and so does a misused handle; either way the handler's state and timer
 // changes are dropped and the input is dead-lettered, so the processor goes
 // on with the next record. Outputs already sent before the failure stay sent.
 // Any other error is the handler's own and returned for the caller to
 // dead-letter as it always has.
-func (c *Context[S, PS]) run(handle func() error) (err error) {
+func (r *record[S, PS]) call(handle func() error) (err error) {
+	c := &r.c
 	defer func() {
-		r := recover()
+		p := recover()
 		switch {
-		case r != nil:
+		case p != nil:
 			c.grp.m.handlerPanics.WithLabelValues(c.grp.name, c.Topic()).Inc()
 			c.Logger().Error("handler panicked; the input is dead-lettered and its state changes dropped",
-				"topic", c.Topic(), "offset", c.Offset(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			c.discard()
-			c.DeadLetter(ReasonPanic, fmt.Errorf("%w: %v", ErrHandlerPanic, r))
+				"topic", c.Topic(), "offset", c.Offset(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.discard()
+			c.DeadLetter(ReasonPanic, fmt.Errorf("%w: %v", ErrHandlerPanic, p))
 			err = nil
-		case c.refused != nil:
-			c.Logger().Error("handler used a handle that is not its group's; the input is dead-lettered and its state changes dropped", "err", c.refused)
-			c.discard()
-			c.DeadLetter(ReasonMisusedHandle, c.refused)
+		case r.refused != nil:
+			c.Logger().Error("handler used a handle that is not its group's; the input is dead-lettered and its state changes dropped", "err", r.refused)
+			r.discard()
+			c.DeadLetter(ReasonMisusedHandle, r.refused)
 			err = nil
 		}
 	}()
@@ -134,10 +135,10 @@ func (c *Context[S, PS]) run(handle func() error) (err error) {
 
 // discard forgets what a failed handler changed: the buffered state, its
 // timers (the envelope is read again from the table) and a TTL purge.
-func (c *Context[S, PS]) discard() {
-	c.dirty, c.deleted, c.timersDirty, c.purge = false, false, false, false
-	c.st, c.stRead = nil, false
-	c.env, c.envRead = nil, false
+func (r *record[S, PS]) discard() {
+	r.dirty, r.deleted, r.timersDirty, r.purge = false, false, false, false
+	r.st, r.stRead = nil, false
+	r.env, r.envRead = nil, false
 }
 
 // callTimer runs a timer handler. A panic is the handler's error: the timer

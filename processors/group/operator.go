@@ -60,7 +60,7 @@ func (o *Operator[S, PS]) StreamTime(c *Context[S, PS], kept time.Time) time.Tim
 	now := c.StreamTime()
 	if kept.After(now) {
 		now = kept
-		if c.tick == nil {
+		if c.rec.tick == nil {
 			c.grp.clock.raise(c.Partition(), kept.UnixMilli())
 		}
 	}

@@ -98,15 +98,15 @@ func (s *streamClock) now(p int32, wall time.Time) int64 {
 // envelopes: see streamClock). It decides when; what a handler writes should
 // come from the record (EventTime) or the timer (Timer.At).
 func (c *Context[S, PS]) StreamTime() time.Time {
-	if c.tick != nil {
-		return time.UnixMilli(c.tick.GetStreamMs())
+	if c.rec.tick != nil {
+		return time.UnixMilli(c.rec.tick.GetStreamMs())
 	}
 	return time.UnixMilli(c.grp.clock.now(c.Partition(), c.grp.rt.now()))
 }
 
 // EventTime is the input's event time as its stream declares it (EventTime),
 // the due time of the timer being fired in a timer handler, or the zero time.
-func (c *Context[S, PS]) EventTime() time.Time { return c.eventTime }
+func (c *Context[S, PS]) EventTime() time.Time { return c.rec.eventTime }
 
 // raise moves partition p's stream time to ms if that is later, without
 // counting as activity: a key's state remembers a stream time the partition

@@ -113,11 +113,11 @@ func (c *Context[S, PS]) setTimer(name string, at time.Time, kind TimerKind) err
 	if kind != StreamClock && kind != WallClock {
 		return fmt.Errorf("timer %q: unknown kind %v", name, kind)
 	}
-	env := c.mutableEnvelope()
+	env := c.rec.mutableEnvelope()
 	for _, t := range env.Timers {
 		if t.GetName() == name {
 			t.AtMs, t.Kind = at.UnixMilli(), kitpb.TimerKind(kind)
-			c.timersDirty = true
+			c.rec.timersDirty = true
 			return nil
 		}
 	}
@@ -125,26 +125,26 @@ func (c *Context[S, PS]) setTimer(name string, at time.Time, kind TimerKind) err
 		return fmt.Errorf("timer %q: %w (%d)", name, ErrTooManyTimers, c.grp.rt.maxTimers)
 	}
 	env.Timers = append(env.Timers, &kitpb.Timer{Name: name, AtMs: at.UnixMilli(), Kind: kitpb.TimerKind(kind)})
-	c.timersDirty = true
+	c.rec.timersDirty = true
 	return nil
 }
 
 // CancelTimer removes the key's timer name, if set.
 func (c *Context[S, PS]) CancelTimer(name string) {
-	env := c.envelope()
+	env := c.rec.envelope()
 	if env == nil {
 		return
 	}
 	n := len(env.Timers)
 	env.Timers = slices.DeleteFunc(env.Timers, func(t *kitpb.Timer) bool { return t.GetName() == name })
 	if len(env.Timers) != n {
-		c.timersDirty = true
+		c.rec.timersDirty = true
 	}
 }
 
 // TimerAt returns the key's timer name, if set.
 func (c *Context[S, PS]) TimerAt(name string) (Timer, bool) {
-	for _, t := range c.envelope().GetTimers() {
+	for _, t := range c.rec.envelope().GetTimers() {
 		if t.GetName() == name {
 			return timerOf(t), true
 		}
@@ -154,15 +154,6 @@ func (c *Context[S, PS]) TimerAt(name string) (Timer, bool) {
 
 func timerOf(t *kitpb.Timer) Timer {
 	return Timer{Name: t.GetName(), At: time.UnixMilli(t.GetAtMs()), Kind: TimerKind(t.GetKind())}
-}
-
-// mutableEnvelope returns the key's envelope, creating an empty one to be
-// stored at commit.
-func (c *Context[S, PS]) mutableEnvelope() *kitpb.Envelope {
-	if c.envelope() == nil {
-		c.env = &kitpb.Envelope{}
-	}
-	return c.env
 }
 
 // OnTimer registers the handler of the group's timers. Timers of a key fire
@@ -229,8 +220,8 @@ func isDue(t *kitpb.Timer, streamMs, wallMs int64) bool {
 // fire, oldest first. Timers their handlers set meanwhile wait for the next
 // tick, so a handler that re-arms itself cannot loop.
 func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
-	c.ticked = true // the index learns the tick was handled (indexTimers)
-	env := c.envelope()
+	c.rec.ticked = true // the index learns the tick was handled (indexTimers)
+	env := c.rec.envelope()
 	var due []*kitpb.Timer
 	for _, t := range env.GetTimers() {
 		if isDue(t, tick.GetStreamMs(), tick.GetWallMs()) {
@@ -243,14 +234,14 @@ func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
 	slices.SortFunc(due, func(a, b *kitpb.Timer) int {
 		return cmp.Or(cmp.Compare(a.GetAtMs(), b.GetAtMs()), strings.Compare(a.GetName(), b.GetName()))
 	})
-	c.tick = tick
-	defer func() { c.tick, c.eventTime = nil, time.Time{} }()
+	c.rec.tick = tick
+	defer func() { c.rec.tick, c.rec.eventTime = nil, time.Time{} }()
 	for _, t := range due {
 		// Removed before the handler runs, so the handler may set it again.
 		env.Timers = slices.DeleteFunc(env.Timers, func(x *kitpb.Timer) bool { return x.GetName() == t.GetName() })
-		c.timersDirty = true
+		c.rec.timersDirty = true
 		tm := timerOf(t)
-		c.eventTime = tm.At
+		c.rec.eventTime = tm.At
 		handle := g.onTimer
 		if strings.HasPrefix(tm.Name, kitTimerPrefix) {
 			// By the exact name: window sets "hour" and "hourly" of one

@@ -14,7 +14,7 @@ const ttlTimer = kitTimerPrefix + "ttl"
 func (g *Group[S, PS]) expireStates(ttl time.Duration) {
 	g.ttl = ttl
 	g.onKitTimer("ttl", func(c *Context[S, PS], _ Timer) error {
-		c.purge = true
+		c.rec.purge = true
 		return nil
 	})
 }
@@ -24,7 +24,7 @@ func (g *Group[S, PS]) touchTTL(c *Context[S, PS]) {
 	if g.ttl <= 0 || c.Topic() == g.decl.Timers {
 		return
 	}
-	at := c.eventTime
+	at := c.rec.eventTime
 	if at.IsZero() {
 		at = c.StreamTime()
 	}

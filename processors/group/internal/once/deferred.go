@@ -1,4 +1,4 @@
-package group
+package once
 
 import (
 	"hash/fnv"
@@ -8,7 +8,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
-// Deferred records: a callback on an unordered input that emitted without
+// Deferred advances: a callback on an unordered input that emitted without
 // changing the key's state or timers (a hop that only routes) does not
 // rewrite the key's envelope — the whole state, for one cursor step and its
 // outputs. Its advance is kept in memory and written with the key's next
@@ -16,7 +16,7 @@ import (
 //
 // Invariant: while a partition is processed here, a key's stored envelope
 // with its deferred advances applied in order is exactly what writing every
-// callback would have stored; every callback reads it so (Context.envelope),
+// callback would have stored; every callback reads it so (Deferred.Apply),
 // so replays within the process are decided as before. What a crash or a
 // rebalance loses is only advances of inputs applied after the key's last
 // write, on the state that write stored: redelivered, such an input is new
@@ -25,7 +25,7 @@ import (
 // keys without an envelope). An advance is recorded instead of deferred when
 // the input is ordered (its HLC and digest are what recognise a copy of it
 // produced again, at a new offset, after a restart), when the key already
-// has window-1 deferred, or when the partition has maxDeferred.
+// has window-1 deferred, or when the partition has MaxDeferred.
 //
 // A deferred advance whose input's offset the group has committed cannot be
 // redelivered, so it is dropped (as trim would drop it from the envelope).
@@ -33,13 +33,13 @@ import (
 // deferred on (another instance wrote the key while it held the partition):
 // the store then knows better.
 
-// maxDeferred bounds the deferred advances of one partition (beyond it,
+// MaxDeferred bounds the deferred advances of one partition (beyond it,
 // callbacks write as before).
-const maxDeferred = 8192
+const MaxDeferred = 8192
 
-// deferredWrites is a group's deferred advances, per partition and key. Its
-// zero value is ready; callbacks of different partitions meet at the lock.
-type deferredWrites struct {
+// Deferred is a group's deferred advances, per partition and key. Its zero
+// value is ready; callbacks of different partitions meet at the lock.
+type Deferred struct {
 	mu    sync.Mutex
 	parts map[int32]*deferredPart
 }
@@ -52,16 +52,14 @@ type deferredPart struct {
 }
 
 type deferredKey struct {
-	base    uint64 // envPrint of the stored envelope they were deferred on
+	base    uint64 // Print of the stored envelope they were deferred on
 	entries []*deferredAdvance
 }
 
 type deferredAdvance struct {
-	topic     string
-	partition int32
-	offset    int64
-	outputs   []*kitpb.Output
-	dropped   bool
+	in      Input // unordered: Offset is all of its position
+	outputs []*kitpb.Output
+	dropped bool
 }
 
 type deferredRef struct {
@@ -69,10 +67,10 @@ type deferredRef struct {
 	a   *deferredAdvance
 }
 
-// envPrint identifies a stored envelope well enough to tell that another
+// Print identifies a stored envelope well enough to tell that another
 // writer changed it: every write follows an input (a cursor moves), changes
 // the state or the timers.
-func envPrint(env *kitpb.Envelope) uint64 {
+func Print(env *kitpb.Envelope) uint64 {
 	h := fnv.New64a()
 	var b []byte
 	b = strconv.AppendInt(b, int64(len(env.GetState())), 10)
@@ -88,10 +86,10 @@ func envPrint(env *kitpb.Envelope) uint64 {
 	return max(h.Sum64(), 1) // 0: none
 }
 
-// apply adds the key's deferred advances to env, the envelope as stored (nil:
+// Apply adds the key's deferred advances to env, the envelope as stored (nil:
 // none), dropping them when env is not the one they were deferred on. It
 // returns the print of env as stored when it applied any, else 0.
-func (d *deferredWrites) apply(partition int32, key string, env *kitpb.Envelope) uint64 {
+func (d *Deferred) Apply(partition int32, key string, env *kitpb.Envelope) uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.parts[partition]
@@ -102,12 +100,12 @@ func (d *deferredWrites) apply(partition int32, key string, env *kitpb.Envelope)
 	if k == nil {
 		return 0
 	}
-	if env == nil || envPrint(env) != k.base || !ahead(env, k.entries) {
+	if env == nil || Print(env) != k.base || !ahead(env, k.entries) {
 		p.drop(key, k)
 		return 0
 	}
 	for _, a := range k.entries {
-		advance(env, a.topic, a.partition, a.offset, 0, 0, false, key, a.outputs)
+		Advance(env, a.in, key, a.outputs)
 	}
 	return k.base
 }
@@ -115,36 +113,38 @@ func (d *deferredWrites) apply(partition int32, key string, env *kitpb.Envelope)
 // ahead reports whether every advance is beyond its cursor in env (advance
 // would otherwise take it for offsets that started over).
 func ahead(env *kitpb.Envelope, entries []*deferredAdvance) bool {
-	first := entries[0]
+	first := entries[0].in
 	one := true // the usual case: every advance is of one input partition
 	for _, a := range entries[1:] {
-		one = one && a.topic == first.topic && a.partition == first.partition
+		one = one && a.in.Topic == first.Topic && a.in.Partition == first.Partition
 	}
 	if one {
-		c := cursorOf(env, first.topic, first.partition)
-		return c == nil || first.offset > c.GetOffset()
+		c := CursorOf(env, first.Topic, first.Partition)
+		return c == nil || first.Offset > c.GetOffset()
 	}
 	last := map[string]int64{}
 	for _, a := range entries {
-		id := a.topic + "\x00" + strconv.Itoa(int(a.partition))
+		id := a.in.Topic + "\x00" + strconv.Itoa(int(a.in.Partition))
 		prev, ok := last[id]
 		if !ok {
 			prev = -1
-			if c := cursorOf(env, a.topic, a.partition); c != nil {
+			if c := CursorOf(env, a.in.Topic, a.in.Partition); c != nil {
 				prev = c.GetOffset()
 			}
 		}
-		if a.offset <= prev {
+		if a.in.Offset <= prev {
 			return false
 		}
-		last[id] = a.offset
+		last[id] = a.in.Offset
 	}
 	return true
 }
 
-// add defers the advance of an applied input for the key whose stored
-// envelope has print base, and reports whether it did (false: write it).
-func (d *deferredWrites) add(partition int32, key string, base uint64, a *deferredAdvance, window int, committed committedFunc) bool {
+// Add defers the advance of in, an applied unordered input that emitted
+// outputs, for the key whose stored envelope has print base, and reports
+// whether it did (false: write it). The key keeps at most b.Window-1.
+func (d *Deferred) Add(key string, base uint64, in Input, outputs []*kitpb.Output, b Bounds) bool {
+	partition, a := in.Partition, &deferredAdvance{in: in, outputs: outputs}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.parts == nil {
@@ -155,13 +155,13 @@ func (d *deferredWrites) add(partition int32, key string, base uint64, a *deferr
 		p = &deferredPart{keys: map[string]*deferredKey{}}
 		d.parts[partition] = p
 	}
-	p.prune(committed)
+	p.prune(b)
 	k := p.keys[key]
 	if k != nil && k.base != base {
 		p.drop(key, k) // cannot happen: apply dropped them on this load
 		k = nil
 	}
-	if p.live >= maxDeferred || (k != nil && len(k.entries) >= window-1) {
+	if p.live >= MaxDeferred || (k != nil && len(k.entries) >= b.Window-1) {
 		return false
 	}
 	if k == nil {
@@ -174,8 +174,8 @@ func (d *deferredWrites) add(partition int32, key string, base uint64, a *deferr
 	return true
 }
 
-// written forgets the key's deferred advances: the key's write holds them.
-func (d *deferredWrites) written(partition int32, key string) {
+// Written forgets the key's deferred advances: the key's write holds them.
+func (d *Deferred) Written(partition int32, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := d.parts[partition]; p != nil {
@@ -195,17 +195,14 @@ func (p *deferredPart) drop(key string, k *deferredKey) {
 
 // prune drops, oldest first, the advances whose input the group has
 // committed, and the references to advances already dropped.
-func (p *deferredPart) prune(committed committedFunc) {
+func (p *deferredPart) prune(b Bounds) {
 	for ; p.head < len(p.fifo); p.head++ {
 		r := p.fifo[p.head]
 		if r.a.dropped {
 			continue
 		}
-		next, known := int64(0), false
-		if committed != nil {
-			next, known = committed(r.a.topic, r.a.partition)
-		}
-		if !known || r.a.offset >= next {
+		next, known := b.committed(r.a.in.Topic, r.a.in.Partition)
+		if !known || r.a.in.Offset >= next {
 			break
 		}
 		// The oldest live reference is its key's oldest advance.

@@ -1,10 +1,8 @@
-package group_test
+package once
 
 import (
 	"hash/fnv"
 	"testing"
-
-	"github.com/fencestream/fencestream/processors/group"
 )
 
 // TestFNV64aIsHashFNV: the inline digest is hash/fnv's FNV-1a, so digests
@@ -13,7 +11,7 @@ func TestFNV64aIsHashFNV(t *testing.T) {
 	for _, s := range []string{"", "a", "ping", string(make([]byte, 300))} {
 		h := fnv.New64a()
 		h.Write([]byte(s))
-		if got, want := group.FNV64a([]byte(s)), h.Sum64(); got != want {
+		if got, want := fnv64a([]byte(s)), h.Sum64(); got != want {
 			t.Errorf("fnv64a(%q) = %x, want %x", s, got, want)
 		}
 	}

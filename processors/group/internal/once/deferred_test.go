@@ -1,4 +1,4 @@
-package group
+package once
 
 import (
 	"testing"
@@ -15,29 +15,29 @@ func TestDeferredAdvances(t *testing.T) {
 		return &kitpb.Envelope{State: []byte("s"), HasState: true, Cursors: []*kitpb.Cursor{{Topic: "in", Partition: 1, Offset: 10}}}
 	}
 	out := func(v string) []*kitpb.Output { return []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte(v)}} }
-	var d deferredWrites
-	base := envPrint(stored())
+	var d Deferred
+	base := Print(stored())
 	for i, off := range []int64{11, 12, 14} {
-		if !d.add(1, "k", base, &deferredAdvance{topic: "in", partition: 1, offset: off, outputs: out(string(rune('a' + i)))}, 32, nil) {
+		if !d.Add("k", base, Input{Topic: "in", Partition: 1, Offset: off}, out(string(rune('a'+i))), Bounds{Window: 32}) {
 			t.Fatalf("advance at %d not deferred", off)
 		}
 	}
 	env := stored()
-	if got := d.apply(1, "k", env); got != base {
+	if got := d.Apply(1, "k", env); got != base {
 		t.Fatalf("apply = %d, want the stored print %d", got, base)
 	}
-	c := cursorOf(env, "in", 1)
-	if c.GetOffset() != 14 || len(c.GetSent()) != 3 || recordedAt(c, 2) == nil || string(recordedAt(c, 2).GetOutputs()[0].GetValue()) != "b" {
+	c := CursorOf(env, "in", 1)
+	if c.GetOffset() != 14 || len(c.GetSent()) != 3 || RecordedAt(c, 2) == nil || string(RecordedAt(c, 2).GetOutputs()[0].GetValue()) != "b" {
 		t.Fatalf("cursor after apply: %v", c)
 	}
-	if d.apply(1, "other", stored()) != 0 || d.apply(2, "k", stored()) != 0 {
+	if d.Apply(1, "other", stored()) != 0 || d.Apply(2, "k", stored()) != 0 {
 		t.Fatal("advances applied to another key or partition")
 	}
 
 	// Another writer moved the cursor: the store knows better.
 	moved := stored()
 	moved.Cursors[0].Offset = 20
-	if d.apply(1, "k", moved) != 0 || d.apply(1, "k", stored()) != 0 {
+	if d.Apply(1, "k", moved) != 0 || d.Apply(1, "k", stored()) != 0 {
 		t.Fatal("advances applied to an envelope they were not deferred on")
 	}
 	if p := d.parts[1]; p.live != 0 || len(p.keys) != 0 {
@@ -46,24 +46,24 @@ func TestDeferredAdvances(t *testing.T) {
 
 	// Committed inputs cannot be redelivered: dropped at the next add.
 	for _, off := range []int64{11, 12} {
-		d.add(1, "k", base, &deferredAdvance{topic: "in", partition: 1, offset: off, outputs: out("x")}, 32, nil)
+		d.Add("k", base, Input{Topic: "in", Partition: 1, Offset: off}, out("x"), Bounds{Window: 32})
 	}
 	committed := func(string, int32) (int64, bool) { return 12, true }
-	d.add(1, "j", base, &deferredAdvance{topic: "in", partition: 1, offset: 13, outputs: out("y")}, 32, committed)
-	if k := d.parts[1].keys["k"]; k == nil || len(k.entries) != 1 || k.entries[0].offset != 12 || d.parts[1].live != 2 {
+	d.Add("j", base, Input{Topic: "in", Partition: 1, Offset: 13}, out("y"), Bounds{Window: 32, Committed: committed})
+	if k := d.parts[1].keys["k"]; k == nil || len(k.entries) != 1 || k.entries[0].in.Offset != 12 || d.parts[1].live != 2 {
 		t.Fatalf("after the commit of 11: %+v, live %d", k, d.parts[1].live)
 	}
 
 	// A key with window-1 deferred writes.
-	var w deferredWrites
+	var w Deferred
 	for i := range 3 {
-		ok := w.add(0, "k", base, &deferredAdvance{topic: "in", partition: 0, offset: int64(11 + i)}, 3, nil)
+		ok := w.Add("k", base, Input{Topic: "in", Partition: 0, Offset: int64(11 + i)}, nil, Bounds{Window: 3})
 		if ok != (i < 2) {
 			t.Fatalf("advance %d deferred = %v with a window of 3", i, ok)
 		}
 	}
-	w.written(0, "k")
-	if w.parts[0].live != 0 || w.apply(0, "k", stored()) != 0 {
+	w.Written(0, "k")
+	if w.parts[0].live != 0 || w.Apply(0, "k", stored()) != 0 {
 		t.Fatal("a write left its key's advances deferred")
 	}
 }

@@ -1,4 +1,4 @@
-package group
+package once
 
 import (
 	"testing"
@@ -12,20 +12,20 @@ import (
 // tester) or with commits unknown, the window drops the oldest.
 func TestTrimKeepsUncommitted(t *testing.T) {
 	const window, n = 4, 10
-	build := func(committed committedFunc, capped bool) *kitpb.Cursor {
+	build := func(committed Committed, capped bool) *kitpb.Cursor {
 		env := &kitpb.Envelope{}
 		for off := range int64(n) {
-			advance(env, "in", 0, off, 0, 0, false, "k", []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte{byte(off)}}})
-			trim(env, committed, window, capped)
+			Advance(env, Input{Topic: "in", Partition: 0, Offset: off}, "k", []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte{byte(off)}}})
+			Bounds{Window: window, Committed: committed, Waits: !capped}.Trim(env)
 		}
-		return cursorOf(env, "in", 0)
+		return CursorOf(env, "in", 0)
 	}
-	at := func(next int64, ok bool) committedFunc {
+	at := func(next int64, ok bool) Committed {
 		return func(string, int32) (int64, bool) { return next, ok }
 	}
 	for _, tc := range []struct {
 		name      string
-		committed committedFunc
+		committed Committed
 		capped    bool
 		kept      int // inputs remembered, head included, each with its output
 	}{
@@ -57,10 +57,10 @@ func TestTrimForgetsOnlyOutputLess(t *testing.T) {
 		if off%3 == 0 { // 0, 3, 6, 9
 			outs = []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte{byte(off)}}}
 		}
-		advance(env, "in", 0, off, 0, 0, false, "k", outs)
-		trim(env, nothing, window, false)
+		Advance(env, Input{Topic: "in", Partition: 0, Offset: off}, "k", outs)
+		Bounds{Window: window, Committed: nothing, Waits: true}.Trim(env)
 	}
-	c := cursorOf(env, "in", 0)
+	c := CursorOf(env, "in", 0)
 	if got := len(c.GetSent()); got != 4 {
 		t.Errorf("outputs of %d inputs kept, want all 4 that had any", got)
 	}
@@ -68,10 +68,12 @@ func TestTrimForgetsOnlyOutputLess(t *testing.T) {
 	if got := 1 + len(c.GetPending()); got != 7 {
 		t.Errorf("%d inputs remembered, want 7 (pending %v)", got, c.GetPending())
 	}
-	if oldest, full := fullWindow(c, 0, window); !full || oldest != 0 {
-		t.Errorf("fullWindow = %d, %v; want 0, true (4 uncommitted inputs with outputs)", oldest, full)
+	waits := Bounds{Window: window, Committed: nothing, Waits: true}
+	if oldest, _, full := waits.Full(c); !full || oldest != 0 {
+		t.Errorf("Full = %d, %v; want 0, true (4 uncommitted inputs with outputs)", oldest, full)
 	}
-	if _, full := fullWindow(c, 1, window); full {
+	waits.Committed = func(string, int32) (int64, bool) { return 1, true }
+	if _, _, full := waits.Full(c); full {
 		t.Error("window full with the oldest committed")
 	}
 }
