@@ -21,6 +21,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -146,8 +147,8 @@ func (f *Follower) Run(ctx context.Context) error {
 	// The client retries failed fetches at once: a poll that returns only
 	// errors (a deleted topic) waits before the next, and the warning is
 	// rate-limited, so a broken topic costs neither a core nor the disk.
-	wait := group.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
-	logs := group.LogLimit{Every: 10 * time.Second}
+	wait := retry.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
+	logs := retry.LogLimit{Every: 10 * time.Second}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {

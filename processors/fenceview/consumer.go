@@ -17,6 +17,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -189,8 +190,8 @@ func (c *TriggerConsumer) follow(ctx context.Context, kopts []kgo.Opt, start map
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	codec := codecs.For[geofencepb.Trigger]()
-	wait := group.Backoff{First: feedRetryFirst, Max: feedRetryMax}
-	logs := group.LogLimit{Every: feedLogEvery}
+	wait := retry.Backoff{First: feedRetryFirst, Max: feedRetryMax}
+	logs := retry.LogLimit{Every: feedLogEvery}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -336,7 +337,7 @@ func (c *TriggerConsumer) backfill(ctx context.Context, kopts []kgo.Opt, starts 
 // listEnds returns the end offset of every partition of topic, retrying
 // until the topic's metadata is complete or ctx ends.
 func listEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	wait := group.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
+	wait := retry.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {

@@ -30,9 +30,9 @@
 //     fencestream_topic_changes_total say which topic and how) and refuses a
 //     restart on that state: the old topic's offsets and envelopes are never
 //     applied to the new one until an operator resets the groups.
-//   - Every retry loop waits with a jittered, capped exponential Backoff and
-//     logs through a LogLimit: a broker or topic that is gone costs neither a
-//     core nor the disk.
+//   - Every retry loop waits with a jittered, capped exponential
+//     retry.Backoff and logs through a retry.LogLimit: a broker or topic that
+//     is gone costs neither a core nor the disk.
 //
 // # Processing guarantee: effectively-once outputs
 //
@@ -97,7 +97,7 @@
 // record, retries exhausted in an outage) would be committed past by a later
 // input acknowledged first, and after the restart its error causes never be
 // processed again, its outputs and state change lost. The kit's consumer
-// group (ConsumerGroupBuilder, inorder.go) hands Goka a session whose marks
+// group (internal/kafka: consumergroup.go, inorder.go) hands Goka a session whose marks
 // advance a partition only over the prefix of delivered inputs that all
 // finished; an input that never finishes holds back its partition's commit,
 // and is redelivered. The bookkeeping is what is in flight, per session.
@@ -304,9 +304,9 @@
 // and never writes to it, so building a group twice gives two independent
 // processors, each with its own options, stream time, timer index and
 // metrics. Options follow one recipe (franz-go's kgo), here and in every
-// kit package (ViewOpt, StreamOpt, statestore.Opt, httpguard.Opt): an
+// kit package (view.Opt, StreamOpt, statestore.Opt, httpguard.Opt): an
 // exported Opt is a function over an unexported config; one defaults
-// function (defaultRunConfig, defaultViewConfig) writes every default; one
+// function (defaultRunConfig, view.defaultConfig) writes every default; one
 // validate checks the options together and refuses a bad one with an error
 // naming it (TimerBatch: must be at least 1, got 0); each option's doc names
 // the default it overrides.

@@ -1,24 +1,22 @@
 package group
 
 import (
-	"fmt"
 	"slices"
 
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 )
 
-// envelopeMagic precedes every envelope in a group table. No protobuf message
-// starts with a 0x00 byte (field number 0 is invalid), so a value without it is
-// bare application state written before envelopes existed.
-const envelopeMagic = "\x00\x01"
+// The table format is tablecodec's; these are the names the kit's stores
+// and the record path call it by.
+const envelopeMagic = tablecodec.Magic
 
-// enveloped reports whether b starts with envelopeMagic.
-func enveloped(b []byte) bool {
-	return len(b) >= len(envelopeMagic) && string(b[:len(envelopeMagic)]) == envelopeMagic
-}
+func enveloped(b []byte) bool                          { return tablecodec.Enveloped(b) }
+func encodeEnvelope(e *kitpb.Envelope) ([]byte, error) { return tablecodec.Encode(e) }
+func decodeEnvelope(b []byte) (*kitpb.Envelope, error) { return tablecodec.Decode(b) }
 
 // DefaultReplayWindow is how many inputs per key and input partition the kit
 // remembers (with their outputs) by default. It remembers only those that can
@@ -28,87 +26,20 @@ func enveloped(b []byte) bool {
 // committed offsets are unknown (Goka's tester) does the cap drop inputs.
 const DefaultReplayWindow = 32
 
-// envelopeCodec is the Goka codec of a group table: values are *kitpb.Envelope.
-// It also accepts the application's state (*S) for Encode, so Goka's tester can
-// seed a table with plain state, and decodes tables written before envelopes.
-type envelopeCodec[S any, PS codecs.Message[S]] struct{}
+// envelopeCodec is the Goka codec of a group table (tablecodec.Codec).
+type envelopeCodec[S any, PS codecs.Message[S]] = tablecodec.Codec[S, PS]
 
+// marshalOpts encodes the application's messages deterministically: a
+// replay writes the same bytes.
 var marshalOpts = protov2.MarshalOptions{Deterministic: true}
-
-func (envelopeCodec[S, PS]) Encode(value any) ([]byte, error) {
-	switch v := value.(type) {
-	case *kitpb.Envelope:
-		return encodeEnvelope(v)
-	case PS:
-		st, err := marshalOpts.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		return encodeEnvelope(&kitpb.Envelope{State: st, HasState: true})
-	case []byte:
-		return v, nil
-	}
-	var zero PS
-	return nil, fmt.Errorf("group table: cannot encode %T (want *kitpb.Envelope or %T)", value, zero)
-}
-
-func encodeEnvelope(e *kitpb.Envelope) ([]byte, error) {
-	// Size fills every size cache of e, so the marshal that follows (and
-	// the envelope cache's accounting) reads them instead of sizing e again.
-	b := make([]byte, len(envelopeMagic), len(envelopeMagic)+marshalOpts.Size(e))
-	copy(b, envelopeMagic)
-	return cachedSize.MarshalAppend(b, e)
-}
-
-// Decode never fails: bytes that are neither an envelope nor bare state decode
-// to *codecs.Poison, which State treats as absent (and counts).
-func (envelopeCodec[S, PS]) Decode(data []byte) (any, error) {
-	env, err := decodeEnvelope(data)
-	if err != nil {
-		var zero PS
-		return &codecs.Poison{Data: append([]byte(nil), data...), Schema: "envelope of " + string(zero.ProtoReflect().Descriptor().FullName()), Err: err}, nil
-	}
-	return env, nil
-}
-
-func decodeEnvelope(data []byte) (*kitpb.Envelope, error) {
-	if !enveloped(data) {
-		// Bare state from before envelopes: no cursors, so nothing is replayed.
-		return &kitpb.Envelope{State: append([]byte(nil), data...), HasState: true}, nil
-	}
-	env := &kitpb.Envelope{}
-	if err := protov2.Unmarshal(data[len(envelopeMagic):], env); err != nil {
-		return nil, err
-	}
-	return env, nil
-}
 
 // StateOf extracts the application's state from a group-table value as Goka
 // hands it over (from a view, an iterator or the tester): nil when the key has
 // none, an error when it cannot be decoded.
-func StateOf[S any, PS codecs.Message[S]](v any) (PS, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case *codecs.Poison:
-		return nil, x
-	case *kitpb.Envelope:
-		return unwrapState[S, PS](x)
-	case PS:
-		return x, nil
-	}
-	return nil, fmt.Errorf("group table: unexpected value %T", v)
-}
+func StateOf[S any, PS codecs.Message[S]](v any) (PS, error) { return tablecodec.StateOf[S, PS](v) }
 
 func unwrapState[S any, PS codecs.Message[S]](env *kitpb.Envelope) (PS, error) {
-	if env == nil || !env.GetHasState() {
-		return nil, nil
-	}
-	st := PS(new(S))
-	if err := protov2.Unmarshal(env.GetState(), st); err != nil {
-		return nil, &codecs.Poison{Data: env.GetState(), Schema: string(st.ProtoReflect().Descriptor().FullName()), Err: err}
-	}
-	return st, nil
+	return tablecodec.State[S, PS](env)
 }
 
 // cursorOf finds the cursor of an input partition, or nil.
@@ -317,15 +248,4 @@ func trim(env *kitpb.Envelope, committed committedFunc, window int, capped bool)
 			dropLegacySent(env, c.GetTopic(), c.GetPartition())
 		}
 	}
-}
-
-// DecodeTableValue decodes the bytes of a group-table record (as read from the
-// table topic by any consumer) into the application's state: nil when the key
-// has none.
-func DecodeTableValue[S any, PS codecs.Message[S]](data []byte) (PS, error) {
-	env, err := decodeEnvelope(data)
-	if err != nil {
-		return nil, fmt.Errorf("group table value: %w", err)
-	}
-	return unwrapState[S, PS](env)
 }

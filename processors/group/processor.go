@@ -15,6 +15,8 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/kafka"
+	"github.com/fencestream/fencestream/processors/group/internal/statedir"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
@@ -184,7 +186,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
 	// Goka's default would drop it silently.
-	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
+	popts := []goka.ProcessorOption{goka.WithLogger(kafka.Logger{L: g.log}), goka.WithNilHandling(goka.NilProcess)}
 	var newEmitter func() (*goka.Emitter, error)
 	health := newHealth()
 	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
@@ -212,7 +214,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: state directory: %w", g.name, err)
 		}
-		err = claimStateDir(dir, clusterID)
+		err = statedir.Claim(dir, clusterID)
 		if err == nil {
 			watch, err = newTopicWatch(ctx, cl, g.name, dir, g.decl, cfg.topicEvery, cfg.registerer, g.log)
 		}
@@ -220,14 +222,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
-		popts = append(popts, SaramaOptions(sc)...)
+		popts = append(popts, kafka.ProcessorOptions(sc)...)
 		pc := g.outputConfig(cfg.producerConfig(sc))
 		pc, in.rt.deadLetterBytes = g.deadLetterRoom(ctx, cl, pc)
-		popts = append(popts, goka.WithProducerBuilder(deadLetterProducerBuilder(ProducerBuilder(pc), g.deadLetter, g.log, m, g.name)))
+		popts = append(popts, goka.WithProducerBuilder(deadLetterProducerBuilder(kafka.ProducerBuilder(pc), g.deadLetter, g.log, m, g.name)))
 		brokers := cl.Brokers
 		newEmitter = func() (*goka.Emitter, error) {
 			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),
-				goka.WithEmitterProducerBuilder(ProducerBuilder(cfg.producerConfig(sc))),
+				goka.WithEmitterProducerBuilder(kafka.ProducerBuilder(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
 		sb, err := statestore.Builder(cfg.storage, dir, statestore.Logger(g.log),

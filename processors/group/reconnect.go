@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/dirlock"
@@ -169,7 +170,7 @@ func (p *Processor) permanent(err error) error {
 // runGoka runs the current Goka processor and, after an error retrying can
 // fix, a fresh one, until ctx ends (nil) or an error is permanent.
 func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
-	wait := Backoff{First: p.retry.min, Max: p.retry.max}
+	wait := retry.Backoff{First: p.retry.min, Max: p.retry.max}
 	for {
 		started := time.Now()
 		err := p.runBounded(ctx, gokaCtx, p.gp())

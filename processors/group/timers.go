@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -428,7 +429,7 @@ func (p *Processor) look(ctx context.Context, refill bool) error {
 func (p *Processor) driveTimers(stop <-chan struct{}) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
-	var logs LogLimit // a broker outage fails every look: one line per 10 s
+	var logs retry.LogLimit // a broker outage fails every look: one line per 10 s
 	for {
 		select {
 		case <-stop:
