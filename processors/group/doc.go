@@ -18,7 +18,7 @@
 //     HeaderCutDown with the sizes (HeaderKeyBytes, HeaderValueBytes); one the
 //     broker refuses for its size anyway is sent again cut down, once.
 //   - No log line carries an unbounded key or value: the kit logs through
-//     BoundedLogger (each attribute at most LogValueLimit bytes) and shows
+//     boundedlog.New (each attribute at most boundedlog.ValueLimit bytes) and shows
 //     keys as topology.KeyExcerpt.
 //   - Consumer groups start at the oldest offset and local state lives in a
 //     directory tied to the broker's cluster id, never Goka's temp-dir default.

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -232,8 +233,8 @@ func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
 		}, []string{"group", "topic"}),
 	}
 	var e1, e2 error
-	m.changes, e1 = RegisterCollector(reg, m.changes)
-	m.changed, e2 = RegisterCollector(reg, m.changed)
+	m.changes, e1 = collector.Register(reg, m.changes)
+	m.changed, e2 = collector.Register(reg, m.changed)
 	if err := errors.Join(e1, e2); err != nil {
 		return nil, fmt.Errorf("registering the topic metrics: %w", err)
 	}
