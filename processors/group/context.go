@@ -526,7 +526,7 @@ func (c *Context[S, PS]) deferAdvance() bool {
 	}, c.grp.rt.window, c.grp.rt.committed)
 }
 
-// indexTimers tells the partition's due-time index (timerindex.go) what the
+// indexTimers tells the partition's due-time index (internal/dueindex) what the
 // callback wrote of the key's timers, and that a tick was handled. A tick
 // that found nothing to fire re-reads the stored timers, so an index that
 // disagreed with the store heals instead of sending that key ticks forever.
@@ -537,11 +537,11 @@ func (c *Context[S, PS]) indexTimers() {
 	}
 	switch {
 	case c.written && c.purge:
-		x.remove(c.Partition(), c.Key())
+		x.Remove(c.Partition(), c.Key())
 	case c.written && c.timersDirty, c.ticked:
-		x.set(c.Partition(), c.Key(), c.envelope().GetTimers())
+		x.Set(c.Partition(), c.Key(), c.envelope().GetTimers())
 	}
 	if c.ticked {
-		x.handled(c.Partition(), c.Key())
+		x.Handled(c.Partition(), c.Key())
 	}
 }

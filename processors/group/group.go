@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/boundedlog"
+	"github.com/fencestream/fencestream/processors/group/internal/dueindex"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -72,7 +73,7 @@ type instance[S any, PS codecs.Message[S]] struct {
 	*Group[S, PS]
 	rt    runtime
 	clock *streamClock
-	index *timerIndex // nil when the group has no timers
+	index *dueindex.Index // nil when the group has no timers
 	m     *metrics
 	// handles is how many handles the group had made when this build was
 	// made: a later one is not in its graph (it shadows Group.handles).

@@ -15,6 +15,7 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/dueindex"
 	"github.com/fencestream/fencestream/processors/group/internal/kafka"
 	"github.com/fencestream/fencestream/processors/group/internal/statedir"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
@@ -156,11 +157,11 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	// The due-time index of the group's timers sees the table's stores (it is
 	// built from each partition's store once recovered) and the assignment.
-	var idx *timerIndex
+	var idx *dueindex.Index
 	indexed := func(b storage.Builder) storage.Builder { return b }
 	if g.timers {
-		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
-		indexed = idx.storageBuilder
+		idx = dueindex.New(string(goka.GroupTable(goka.Group(g.name))), g.log)
+		indexed = idx.StorageBuilder
 	}
 	// The envelope cache sees every write of the table's stores (outermost,
 	// so no wrapper's write passes it).
@@ -171,7 +172,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	in := g.instance(&cfg, m, idx)
 	if idx != nil {
-		idx.restore = in.clock.restore
+		idx.Restore = in.clock.restore
 	}
 	if envs != nil {
 		in.envs = envs
@@ -255,7 +256,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if idx != nil { // after extra: the index must know the assignment
 		popts = append(popts, goka.WithRebalanceCallback(func(a goka.Assignment) {
 			g.log.Debug("partitions assigned", "partitions", len(a))
-			idx.assigned(a)
+			idx.Assigned(a)
 		}))
 	}
 	popts = append(popts, topology.GokaProcessorHasher()) // last: nothing overrides it
@@ -350,7 +351,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 }
 
 // instance makes a build of g with the options of cfg.
-func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
+func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *dueindex.Index) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
 		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
 			deadLetterBytes: deadLetterLimit(sarama.NewConfig().Producer.MaxMessageBytes, kafkaMaxMessageBytes)}}

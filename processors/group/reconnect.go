@@ -152,9 +152,9 @@ func (p *Processor) permanent(err error) error {
 		return fmt.Errorf("%w: %w", ErrPermanent, fatal)
 	}
 	if strings.Contains(err.Error(), "our cache has one") {
-		return fmt.Errorf("%w: %w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrPermanent, ErrStateMismatch, err)
+		return fmt.Errorf("%w: %w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrPermanent, statestore.ErrStateMismatch, err)
 	}
-	for _, target := range []error{ErrStateMismatch, topology.ErrMismatch, dirlock.ErrLocked, statestore.ErrUnwritable,
+	for _, target := range []error{statestore.ErrStateMismatch, topology.ErrMismatch, dirlock.ErrLocked, statestore.ErrUnwritable,
 		sarama.ErrSASLAuthenticationFailed, sarama.ErrUnsupportedSASLMechanism, sarama.ErrIllegalSASLState,
 		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed} {
 		if errors.Is(err, target) || strings.Contains(err.Error(), target.Error()) {

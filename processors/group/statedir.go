@@ -2,12 +2,9 @@ package group
 
 import "github.com/fencestream/fencestream/processors/group/internal/statedir"
 
-// ErrStateMismatch is wrapped when local state belongs to another cluster.
-var ErrStateMismatch = statedir.ErrMismatch
-
 // CheckStateDir reports whether the state a group keeps in dir was built
 // from cluster clusterID, without claiming the directory: nil when dir holds
-// no marker yet (the group claims it when it starts), an ErrStateMismatch
-// naming both clusters otherwise. A binary can refuse mismatched state before
-// it announces anything.
+// no marker yet (the group claims it when it starts), a
+// statestore.ErrStateMismatch naming both clusters otherwise. A binary can
+// refuse mismatched state before it announces anything.
 func CheckStateDir(dir, clusterID string) error { return statedir.Check(dir, clusterID) }

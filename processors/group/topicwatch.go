@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/group/collector"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -178,7 +179,7 @@ func claimTopics(group, dir string, now map[string]topicIdentity) error {
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(data, &rec); err != nil {
-			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", statestore.ErrStateMismatch, path, err, dir)
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("state directory: %w", err)

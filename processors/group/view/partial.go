@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/group/internal/kafka"
-	"github.com/fencestream/fencestream/processors/group/internal/statedir"
 	"github.com/fencestream/fencestream/processors/group/retry"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -197,7 +197,7 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 		start, end := starts[p], ends[p]
 		if stored != offsetNotStored {
 			if stored >= end {
-				return fmt.Errorf("%w: view %s partition %d: local offset %d but the broker ends at %d (was the broker's data wiped?); delete the view's state directory, it is rebuilt from the table topic", statedir.ErrMismatch, v.table, p, stored, end)
+				return fmt.Errorf("%w: view %s partition %d: local offset %d but the broker ends at %d (was the broker's data wiped?); delete the view's state directory, it is rebuilt from the table topic", statestore.ErrStateMismatch, v.table, p, stored, end)
 			}
 			start = max(start, stored+1)
 		}

@@ -4,5 +4,5 @@
 //
 // Invariant: state is never used with a cluster other than the one its
 // marker names, and a directory holding state of unknown origin is refused
-// (ErrMismatch) rather than mixed with a new cluster's.
+// (statestore.ErrStateMismatch) rather than mixed with a new cluster's.
 package statedir

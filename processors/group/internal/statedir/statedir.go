@@ -13,10 +13,6 @@ import (
 	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
-// ErrMismatch is wrapped when local state belongs to another cluster (the
-// kit's ErrStateMismatch is this error).
-var ErrMismatch = errors.New("local state does not belong to this broker")
-
 type stateMarker struct {
 	ClusterID string `json:"cluster_id"`
 	Created   string `json:"created"`
@@ -26,7 +22,7 @@ const markerFile = "fencestream-state.json"
 
 // Check reports whether the state a group keeps in dir was built
 // from cluster clusterID, without claiming the directory: nil when dir holds
-// no marker yet (the group claims it when it starts), an ErrMismatch
+// no marker yet (the group claims it when it starts), a statestore.ErrStateMismatch
 // naming both clusters otherwise. A binary can refuse mismatched state before
 // it announces anything.
 func Check(dir, clusterID string) error {
@@ -40,10 +36,10 @@ func Check(dir, clusterID string) error {
 	}
 	var m stateMarker
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrMismatch, path, err, dir)
+		return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", statestore.ErrStateMismatch, path, err, dir)
 	}
 	if m.ClusterID != clusterID {
-		return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q", ErrMismatch, dir, m.ClusterID, clusterID)
+		return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q", statestore.ErrStateMismatch, dir, m.ClusterID, clusterID)
 	}
 	return nil
 }
@@ -61,17 +57,17 @@ func Claim(dir, clusterID string) error {
 	case err == nil:
 		var m stateMarker
 		if err := json.Unmarshal(data, &m); err != nil {
-			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrMismatch, path, err, dir)
+			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", statestore.ErrStateMismatch, path, err, dir)
 		}
 		if m.ClusterID != clusterID {
-			return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q; delete %s (state is rebuilt from the changelog topics) or point --state-dir elsewhere", ErrMismatch, dir, m.ClusterID, clusterID, dir)
+			return fmt.Errorf("%w: %s was built from cluster %q but the broker is cluster %q; delete %s (state is rebuilt from the changelog topics) or point --state-dir elsewhere", statestore.ErrStateMismatch, dir, m.ClusterID, clusterID, dir)
 		}
 		return nil
 	case errors.Is(err, os.ErrNotExist):
 		entries, _ := os.ReadDir(dir)
 		entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == dirlock.FileName })
 		if len(entries) > 0 {
-			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", ErrMismatch, dir)
+			return fmt.Errorf("%w: %s holds state of unknown origin; delete it to rebuild state from the broker", statestore.ErrStateMismatch, dir)
 		}
 		m, _ := json.Marshal(stateMarker{ClusterID: clusterID, Created: time.Now().UTC().Format(time.RFC3339)})
 		if err := os.WriteFile(path, m, 0o644); err != nil {
