@@ -328,6 +328,21 @@
 // the input is dead-lettered (reason misused-handle) and the processor goes
 // on.
 //
-// Goka's untyped API (any values, goka.Context) stays inside this package;
+// Goka's untyped API (any values, goka.Context) stays inside the kit;
 // handlers see typed messages and a typed Context.
+//
+// # Layers
+//
+// This package is the Processor API: a group, its typed handles, Context,
+// timers, options, running it. Beside it, public: view (a group's table read
+// from outside the group), tablecodec (the table's value format, for
+// anything that reads or seeds a table topic: benchmarks, tests, tools), and
+// leaves any package may import without this one: retry (Backoff, LogLimit),
+// collector (metric registration on the Registerer given), boundedlog
+// (bounded log lines). Behind Go's internal wall, never imported from
+// outside the kit and never importing this package: internal/kafka (Goka's
+// and sarama's clients, the in-order consumer group), internal/statedir (a
+// state directory's cluster marker), internal/dueindex (the timers' due-time
+// index). CheckBroker, CheckStateDir and GokaClientOptions stay here because
+// binaries and benchmarks call them with the kit's topology and settings.
 package group
