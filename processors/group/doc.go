@@ -97,10 +97,10 @@
 // record, retries exhausted in an outage) would be committed past by a later
 // input acknowledged first, and after the restart its error causes never be
 // processed again, its outputs and state change lost. The kit's consumer
-// group (internal/kafka: consumergroup.go, inorder.go) hands Goka a session whose marks
-// advance a partition only over the prefix of delivered inputs that all
-// finished; an input that never finishes holds back its partition's commit,
-// and is redelivered. The bookkeeping is what is in flight, per session.
+// group (internal/kafka: consumergroup.go, inorder.go) hands Goka a session
+// whose marks advance a partition only over the prefix of delivered inputs
+// that all finished; an input that never finishes holds back its
+// partition's commit, and is redelivered. The bookkeeping is what is in flight, per session.
 //
 // A group may keep its keys' decoded envelopes in memory (CacheEnvelopes), so
 // an input reads its key's envelope without a store read or a decode; a
