@@ -30,8 +30,8 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/produce"
 )
@@ -303,15 +303,15 @@ func TestChaos(t *testing.T) {
 	t.Logf("caught up %v after the fleet ended", time.Since(caughtUp).Round(time.Millisecond))
 
 	// Views are started only now: their recovery reads each table to its end.
-	devView, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
+	devView, err := view.New[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	memView, err := group.NewView[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers)
+	memView, err := view.New[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	occView, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
+	occView, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}

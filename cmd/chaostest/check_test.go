@@ -22,7 +22,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/hlc"
 )
@@ -201,7 +201,7 @@ func readTriggers(ctx context.Context, cl cluster.Config) ([]trigRec, error) {
 	return out, nil
 }
 
-func readStates(v *group.View[geofencepb.DeviceState, *geofencepb.DeviceState]) (map[string]*geofencepb.DeviceState, error) {
+func readStates(v *view.View[geofencepb.DeviceState, *geofencepb.DeviceState]) (map[string]*geofencepb.DeviceState, error) {
 	out := map[string]*geofencepb.DeviceState{}
 	err := v.Each(func(key string, st *geofencepb.DeviceState) bool {
 		debounce.Upgrade(st)
@@ -212,7 +212,7 @@ func readStates(v *group.View[geofencepb.DeviceState, *geofencepb.DeviceState]) 
 }
 
 // readTable reads every record of a group table.
-func readTable[S any, PS codecs.Message[S]](v *group.View[S, PS]) (map[string]PS, error) {
+func readTable[S any, PS codecs.Message[S]](v *view.View[S, PS]) (map[string]PS, error) {
 	out := map[string]PS{}
 	err := v.Each(func(key string, st PS) bool {
 		out[key] = st

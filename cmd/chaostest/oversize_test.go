@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/boundedlog"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -49,7 +49,7 @@ func checkOversized(t *testing.T, cl cluster.Config, produced map[string][]group
 		grouptest.CheckCutDown(t, cl, topic, recs)
 	}
 	for _, p := range procs {
-		if n := longestLine(t, p.log); n > 4*group.LogValueLimit {
+		if n := longestLine(t, p.log); n > 4*boundedlog.ValueLimit {
 			t.Errorf("%s logged a line of %d bytes", p.name, n)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -87,15 +87,15 @@ func recreateTriggersStep(t *testing.T, fencectl string, cl cluster.Config, adm 
 	if err := waitCaughtUp(cctx, cl); err != nil {
 		t.Fatalf("after the reset the pipeline did not catch up within %v: %v", catchUpTimeout, err)
 	}
-	devView, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
+	devView, err := view.New[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	memView, err := group.NewView[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers)
+	memView, err := view.New[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	occView, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
+	occView, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/fencestream/fencestream/topology/dirlock"
 )
 
-// stateMarker is the file a group's state directory holds (processors/group
-// statedir.go): reset deletes only directories that have it, or are empty, so
+// stateMarker is the file a group's state directory holds
+// (processors/group/internal/statedir): reset deletes only directories that have it, or are empty, so
 // a mistyped --state-dir cannot remove anything else.
 const stateMarker = "fencestream-state.json"
 

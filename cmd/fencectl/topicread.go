@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -209,7 +209,7 @@ func (d recordDecoder) value(b []byte) (json.RawMessage, error) {
 		return nil, nil
 	}
 	if d.table {
-		st, ok, err := group.TableState(b)
+		st, ok, err := tablecodec.StateBytes(b)
 		if err != nil || !ok {
 			return nil, err
 		}

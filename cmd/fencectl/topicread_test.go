@@ -20,6 +20,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -165,11 +166,11 @@ func TestTopicReadPrintsDecodedRecords(t *testing.T) {
 	// A group table's value is the state inside the kit's envelope; a
 	// deleted state is null.
 	st := marshal(t, &pb.DeviceState{DeviceId: "dev-1", LastHlc: 7})
-	full, err := group.MarshalEnvelope(&kitpb.Envelope{State: st, HasState: true})
+	full, err := tablecodec.Encode(&kitpb.Envelope{State: st, HasState: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	empty, err := group.MarshalEnvelope(&kitpb.Envelope{})
+	empty, err := tablecodec.Encode(&kitpb.Envelope{})
 	if err != nil {
 		t.Fatal(err)
 	}

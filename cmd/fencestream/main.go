@@ -246,7 +246,7 @@ it (the devices' debounce state and the occupancy counts go with the broker's da
 or run again with --reset-state, which does that for you.
 `, o.brokerDir(), o.stateDir(), o.stateDir())
 		return exitMismatch
-	case errors.Is(err, group.ErrStateMismatch):
+	case errors.Is(err, statestore.ErrStateMismatch):
 		fmt.Fprintf(stderr, `
 fencestream: refusing to start: the local state in %s does not belong to the Kafka cluster at %s.
   %v

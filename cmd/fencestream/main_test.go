@@ -23,7 +23,7 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
 
@@ -615,7 +615,7 @@ func TestCheckStateCluster(t *testing.T) {
 		t.Fatalf("same cluster: %v", err)
 	}
 	err := checkStateCluster(state, "c2")
-	if !errors.Is(err, group.ErrStateMismatch) || !strings.Contains(err.Error(), `cluster "c1" but the broker is cluster "c2"`) {
+	if !errors.Is(err, statestore.ErrStateMismatch) || !strings.Contains(err.Error(), `cluster "c1" but the broker is cluster "c2"`) {
 		t.Fatalf("other cluster: %v", err)
 	}
 	if err := checkFreshBroker(filepath.Join(state, "broker"), state); !errors.Is(err, errBrokerDataGone) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 )
 
 // errBrokerDataGone: the embedded broker has no data but local state exists.
@@ -25,7 +26,7 @@ func checkFreshBroker(brokerDir, stateDir string) error {
 	if hasEntries(brokerDir) || !hasEntries(stateDir) {
 		return nil
 	}
-	return fmt.Errorf("%w: %w: %s is empty or missing, %s holds state", group.ErrStateMismatch, errBrokerDataGone, brokerDir, stateDir)
+	return fmt.Errorf("%w: %w: %s is empty or missing, %s holds state", statestore.ErrStateMismatch, errBrokerDataGone, brokerDir, stateDir)
 }
 
 // checkStateCluster compares the cluster recorded in each group's state

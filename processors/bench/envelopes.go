@@ -9,8 +9,8 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -68,7 +68,7 @@ func deviceEnvelope(j int, partitions int32, baseMs int64) (dev string, v []byte
 		Sent:   []*kitpb.Recorded{{Back: 0, Outputs: []*kitpb.Output{{Topic: geofence.TopicTriggers, Key: dev, Value: trig}}}}}
 	env := &kitpb.Envelope{State: state, HasState: true, Cursors: []*kitpb.Cursor{cur},
 		Timers: []*kitpb.Timer{{Name: debounce.SilenceTimer, AtMs: seedDue(baseMs, j), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}}
-	if v, err = group.MarshalEnvelope(env); err != nil {
+	if v, err = tablecodec.Encode(env); err != nil {
 		return "", nil, parts, err
 	}
 	bare := protov2.Clone(cur).(*kitpb.Cursor)

@@ -13,8 +13,8 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/statestore"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -267,7 +267,7 @@ func (e *env) scaleRecovery(ctx context.Context, n int, idle time.Duration, base
 
 // scaleView starts a view of the debouncer's table on an empty state
 // directory (cold), then again on the one it left (warm); warm counts from
-// NewView, which asks the broker for the cluster and the partitions.
+// view.New, which asks the broker for the cluster and the partitions.
 func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	var f ViewFigures
 	dir := e.stateDir("scale-view")
@@ -284,8 +284,8 @@ func (e *env) scaleView(ctx context.Context, n int) (ViewFigures, error) {
 	for i, what := range []string{"cold", "warm"} {
 		e.progress("view: %s start over %d devices", what, n)
 		t0 := time.Now()
-		v, err := group.NewView[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, group.ViewStateDir(dir), group.ViewStorage(e.cfg.Storage),
-			group.ViewPartitions(every...))
+		v, err := view.New[geofencepb.DeviceState](e.cl, geofence.TopicDebouncer, view.StateDir(dir), view.Storage(e.cfg.Storage),
+			view.Partitions(every...))
 		if err != nil {
 			return f, err
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/statestore"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -136,12 +137,11 @@ func (e *env) counter(ctx context.Context) (Stage, error) {
 		}),
 		goka.Persist(new(codec.Int64)),
 	)
-	popts := append(group.SaramaOptions(sc), goka.WithStorageBuilder(sb), goka.WithLogger(quietGoka{}), topology.GokaProcessorHasher())
 	flush := group.DefaultProducerFlush // as the kit's processors
 	if e.cfg.Flush >= 0 {
 		flush = e.cfg.Flush
 	}
-	popts = append(popts, goka.WithProducerBuilder(group.ProducerBuilder(group.WithProducerFlush(sc, flush))))
+	popts := append(group.GokaClientOptions(sc, flush), goka.WithStorageBuilder(sb), goka.WithLogger(quietGoka{}), topology.GokaProcessorHasher())
 	p, err := goka.NewProcessor(e.cl.Brokers, gg, popts...)
 	if err != nil {
 		return Stage{}, err
@@ -405,7 +405,7 @@ func (e *env) offer(ctx context.Context, r *running, window, rate int) (Rate, er
 						}
 					}
 				case geofence.TopicOccupancy:
-					o, err := group.DecodeTableValue[geofencepb.Occupancy](rec.Value)
+					o, err := tablecodec.DecodeState[geofencepb.Occupancy](rec.Value)
 					if err != nil || o == nil {
 						return
 					}

@@ -14,6 +14,8 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -107,7 +109,7 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 			if want := pingPartition[string(r.Key)]; r.Partition != want {
 				t.Fatalf("state of %s written to partition %d, want %d", r.Key, r.Partition, want)
 			}
-			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
+			st, err := tablecodec.DecodeState[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == 4 {
 				seen[string(r.Key)] = true
 			}
@@ -115,13 +117,13 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 		return len(seen) == devices
 	})
 	// ...and read back through a view hashed with the pinned partitioner.
-	view, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
+	tv, err := view.New[geofencepb.DeviceState](cl, geofence.TopicDebouncer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 	for dev, p := range pingPartition {
-		st, err := view.Get(dev)
+		st, err := tv.Get(dev)
 		if err != nil || st == nil {
 			t.Fatalf("view.Get(%s) = %v, %v: a view with the wrong hasher looks in the wrong partition", dev, st, err)
 		}
@@ -177,7 +179,7 @@ func TestNewGroupStartsAtOldestOffset(t *testing.T) {
 	done := map[string]bool{}
 	embeddedtest.ConsumeUntil(t, cl, geofence.TopicDebouncer, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
-			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
+			st, err := tablecodec.DecodeState[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == perDevice {
 				done[string(r.Key)] = true
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -23,7 +24,7 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	counter := func(name, help string) prometheus.Counter {
-		c, e := group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		c, e := collector.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 		err = errors.Join(err, e)
 		return c
 	}
@@ -32,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	m.stalePings = counter("fencestream_stale_pings_total", "Pings the debouncer dead-lettered as stale (reason stale): an HLC below the device's last applied one, or behind the time a TIMEOUT exit already closed the device at. The kit's fencestream_hlc_stale_total{kind=\"stale\"} counts the first kind alone.")
 	m.silenceTimers = counter("fencestream_silence_timers_fired_total", "Silence timers fired (a device's last fix plus its silence timeout reached in stream time); those that closed stays emitted TIMEOUT exits.")
 	var e error
-	m.triggersEmitted, e = group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.triggersEmitted, e = collector.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_triggers_total",
 		Help: "Triggers emitted by the debouncer, by type and reason.",
 	}, []string{"type", "reason"}))

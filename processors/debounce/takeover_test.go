@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -145,7 +146,7 @@ func takeover(t testing.TB, n int, standby, kill bool) (time.Duration, *geofence
 			if string(r.Key) != probe {
 				continue
 			}
-			st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value)
+			st, err := tablecodec.DecodeState[geofencepb.DeviceState](r.Value)
 			if err == nil && st.Pings == 2 {
 				return time.Since(start), st
 			}
@@ -270,7 +271,7 @@ func TestPartitionBackToItsFormerOwner(t *testing.T) {
 						t.Fatalf("%s: state never came (last %v)", dev, latest[dev])
 					}
 					for _, r := range f.Records() {
-						if st, err := group.DecodeTableValue[geofencepb.DeviceState](r.Value); err == nil && st != nil {
+						if st, err := tablecodec.DecodeState[geofencepb.DeviceState](r.Value); err == nil && st != nil {
 							latest[string(r.Key)] = st
 						}
 					}

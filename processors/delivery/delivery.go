@@ -12,6 +12,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -145,7 +146,7 @@ func Run(ctx context.Context, env host.Env, opts ...Opt) error {
 	return eg.Wait()
 }
 
-func serveStatus(v *group.View[deliverypb.SubscriptionStatus, *deliverypb.SubscriptionStatus], w http.ResponseWriter, r *http.Request) {
+func serveStatus(v *view.View[deliverypb.SubscriptionStatus, *deliverypb.SubscriptionStatus], w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := v.Get(id)
 	if err != nil {

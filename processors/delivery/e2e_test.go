@@ -25,9 +25,9 @@ import (
 	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/delivery/deliverypb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -312,13 +312,13 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 
 	// The status counts each trigger exactly once, whatever was re-sent.
-	view, err := group.NewView[deliverypb.SubscriptionStatus](cl, delivery.StatusTable, group.ViewStateDir(t.TempDir()))
+	tv, err := view.New[deliverypb.SubscriptionStatus](cl, delivery.StatusTable, view.StateDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 	statusOf := func(id string) *deliverypb.SubscriptionStatus {
-		st, err := view.Get(id)
+		st, err := tv.Get(id)
 		if err != nil {
 			return nil
 		}

@@ -14,9 +14,9 @@ import (
 	"github.com/fencestream/fencestream/processors/delivery"
 	"github.com/fencestream/fencestream/processors/delivery/deliverypb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 )
 
 // The route answers a subscription's status from a view of the status
@@ -40,7 +40,7 @@ func TestStatusRoute(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, r := range delivery.Module().Routes {
-		hd, run, err := r.Build(host.RouteEnv{View: []group.ViewOpt{group.ViewTester(h.TT)}})
+		hd, run, err := r.Build(host.RouteEnv{View: []view.Opt{view.Tester(h.TT)}})
 		if err != nil {
 			t.Fatal(err)
 		}

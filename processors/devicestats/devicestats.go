@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/processors/devicestats/devicestatspb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -92,7 +93,7 @@ func Module() host.Module {
 	})
 }
 
-func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceStats], w http.ResponseWriter, r *http.Request) {
+func serveDevice(v *view.View[devicestatspb.DeviceStats, *devicestatspb.DeviceStats], w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	st, err := v.Get(device)
 	if err != nil {
@@ -115,7 +116,7 @@ func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceS
 	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "pings": st.GetPings(), "late": st.GetHourly().GetLate(), "hours": hours})
 }
 
-func serveHour(v *group.View[devicestatspb.FleetHour, *devicestatspb.FleetHour], w http.ResponseWriter, r *http.Request) {
+func serveHour(v *view.View[devicestatspb.FleetHour, *devicestatspb.FleetHour], w http.ResponseWriter, r *http.Request) {
 	hour := r.PathValue("hour")
 	st, err := v.Get(hour)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 )
 
 // base is 2027-01-15 08:00 UTC; event times are offsets from it.
@@ -154,7 +155,7 @@ func TestRoutes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, r := range devicestats.Module().Routes {
-		hd, run, err := r.Build(host.RouteEnv{View: []group.ViewOpt{group.ViewTester(h.TT)}})
+		hd, run, err := r.Build(host.RouteEnv{View: []view.Opt{view.Tester(h.TT)}})
 		if err != nil {
 			t.Fatal(err)
 		}

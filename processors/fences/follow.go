@@ -20,7 +20,9 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/boundedlog"
+	"github.com/fencestream/fencestream/processors/group/collector"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -34,15 +36,15 @@ type followMetrics struct {
 func newFollowMetrics(reg prometheus.Registerer) (followMetrics, error) {
 	var m followMetrics
 	var e1, e2, e3 error
-	m.version, e1 = group.RegisterCollector(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	m.version, e1 = collector.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_version",
 		Help: "Version (fences-topic offset) of the fence catalogue this process holds.",
 	}))
-	m.fences, e2 = group.RegisterCollector(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	m.fences, e2 = collector.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencestream_catalogue_fences",
 		Help: "Fences in the catalogue this process holds.",
 	}))
-	m.rejected, e3 = group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.rejected, e3 = collector.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_fence_records_rejected_total",
 		Help: "Records of the fences topic that were not valid fences and were skipped.",
 	}))
@@ -73,7 +75,7 @@ func NewFollower(cl cluster.Config, topic string, cat *Catalogue, log *slog.Logg
 		reg = prometheus.DefaultRegisterer
 	}
 	// Bounded: a fence record's key and error may be a megabyte.
-	return &Follower{cl: cl, topic: topic, cat: cat, log: group.BoundedLogger(log).With("topic", topic), ready: make(chan struct{}), reg: reg}
+	return &Follower{cl: cl, topic: topic, cat: cat, log: boundedlog.New(log).With("topic", topic), ready: make(chan struct{}), reg: reg}
 }
 
 // Ready is closed once the catalogue holds everything the topic held when Run started.
@@ -146,8 +148,8 @@ func (f *Follower) Run(ctx context.Context) error {
 	// The client retries failed fetches at once: a poll that returns only
 	// errors (a deleted topic) waits before the next, and the warning is
 	// rate-limited, so a broken topic costs neither a core nor the disk.
-	wait := group.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
-	logs := group.LogLimit{Every: 10 * time.Second}
+	wait := retry.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
+	logs := retry.LogLimit{Every: 10 * time.Second}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {

@@ -16,7 +16,8 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -34,26 +35,26 @@ type consumerMetrics struct {
 
 func newConsumerMetrics(reg prometheus.Registerer, feed *Feed) (m consumerMetrics, err error) {
 	var e1, e2, e3, e4 error
-	m.latency, e1 = group.RegisterCollector(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.latency, e1 = collector.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencestream_trigger_processing_latency_seconds",
 		Help:    "Wall-clock time from a trigger's append to fence-triggers (the record timestamp) to its arrival at fenceview's live feed.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms .. ~33s
 	}))
-	m.eventLag, e2 = group.RegisterCollector(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.eventLag, e2 = collector.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fencestream_trigger_event_lag_seconds",
 		Help:    "Wall-clock time from a trigger's event time (the device time it is stamped with) to its arrival at fenceview's live feed; large for replayed data.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 24), // 5ms .. ~11.6h
 	}))
-	m.skipped, e3 = group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.skipped, e3 = collector.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_feed_records_skipped_total",
 		Help: "Records of the triggers topic the live feed could not use, by reason.",
 	}, []string{"reason"}))
-	m.dropped, e4 = group.RegisterCollector(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{
+	m.dropped, e4 = collector.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fencestream_feed_dropped_total",
 		Help: "Triggers the live feed dropped for subscribers too slow to keep up (the feed never blocks on a subscriber).",
 	}, func() float64 { return float64(feed.Dropped()) }))
 	var e5 error
-	m.fetchErrors, e5 = group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.fetchErrors, e5 = collector.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_feed_fetch_errors_total",
 		Help: "Polls of the triggers topic by the live feed that returned errors (each followed by a backoff when nothing else came).",
 	}))
@@ -189,8 +190,8 @@ func (c *TriggerConsumer) follow(ctx context.Context, kopts []kgo.Opt, start map
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	codec := codecs.For[geofencepb.Trigger]()
-	wait := group.Backoff{First: feedRetryFirst, Max: feedRetryMax}
-	logs := group.LogLimit{Every: feedLogEvery}
+	wait := retry.Backoff{First: feedRetryFirst, Max: feedRetryMax}
+	logs := retry.LogLimit{Every: feedLogEvery}
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -336,7 +337,7 @@ func (c *TriggerConsumer) backfill(ctx context.Context, kopts []kgo.Opt, starts 
 // listEnds returns the end offset of every partition of topic, retrying
 // until the topic's metadata is complete or ctx ends.
 func listEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
-	wait := group.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
+	wait := retry.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {

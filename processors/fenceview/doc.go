@@ -70,7 +70,7 @@
 //     ([topology.ValidateKey]: non-empty, valid UTF-8, at most 255 bytes)
 //     before any lookup.
 //   - Every key lookup uses the pinned murmur2 partitioner: the views are
-//     built by group.NewView, and partition numbers in responses come from
+//     built by view.New, and partition numbers in responses come from
 //     [topology.PartitionFor], so a key written by any Java-compatible
 //     producer is found.
 //   - The live feed never blocks the consumer: each subscriber has a

@@ -15,7 +15,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -191,13 +191,13 @@ func writeFrame(w *bufio.Writer, b []byte) error {
 // shardedTable is a table whose partitions are spread over replicas: the
 // local partial view, then the peers.
 type shardedTable[M any, PM codecs.Message[M]] struct {
-	local *group.View[M, PM]
+	local *view.View[M, PM]
 	r     *router
 }
 
 func (t shardedTable[M, PM]) Get(key string) (PM, error) {
 	msg, err := t.local.Get(key)
-	var nh *group.NotHeldError
+	var nh *view.NotHeldError
 	if !errors.As(err, &nh) {
 		return msg, err
 	}
@@ -250,7 +250,7 @@ type recordServer interface {
 }
 
 type viewRecords[M any, PM codecs.Message[M]] struct {
-	v *group.View[M, PM]
+	v *view.View[M, PM]
 	n int32
 }
 
@@ -347,11 +347,11 @@ func recordsHandler(tables map[string]recordServer, held []int32) http.HandlerFu
 }
 
 func recordsError(w http.ResponseWriter, err error) {
-	var nh *group.NotHeldError
+	var nh *view.NotHeldError
 	switch {
 	case errors.As(err, &nh):
 		writeError(w, http.StatusMisdirectedRequest, err.Error())
-	case errors.Is(err, group.ErrNotRecovered), errors.Is(err, group.ErrViewStopped), errors.Is(err, ErrNotReady):
+	case errors.Is(err, view.ErrNotRecovered), errors.Is(err, view.ErrViewStopped), errors.Is(err, ErrNotReady):
 		writeNotReady(w, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())

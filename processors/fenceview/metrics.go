@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/lovoo/goka"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -85,7 +85,7 @@ func registerViewStats(reg prometheus.Registerer, table string, v viewStatser) (
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	collector, err := group.RegisterCollector(reg, &viewCollector{views: map[string]viewStatser{}})
+	collector, err := collector.Register(reg, &viewCollector{views: map[string]viewStatser{}})
 	if err != nil {
 		return nil, fmt.Errorf("fenceview: view metrics: %w", err)
 	}

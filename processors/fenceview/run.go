@@ -17,6 +17,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/httpguard"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/produce"
@@ -68,9 +69,9 @@ func Run(ctx context.Context, cl cluster.Config, l net.Listener, opts ...Opt) er
 		catReady = follower.Ready()
 		g.Go(func() error { return follower.Run(ctx) })
 	}
-	var vopts []group.ViewOpt
+	var vopts []view.Opt
 	if o.stateDir != "" {
-		vopts = append(vopts, group.ViewStateDir(o.stateDir))
+		vopts = append(vopts, view.StateDir(o.stateDir))
 	}
 	routeOpts := vopts
 	held := make([]int32, 0, o.partitions)
@@ -88,7 +89,7 @@ func Run(ctx context.Context, cl cluster.Config, l net.Listener, opts ...Opt) er
 	// The kit's view even for one replica of every partition: measured at
 	// 1,000,000 devices it starts cold in 33 s at 236 MB peak RSS where
 	// Goka's view took 52 s and 486 MB (BENCHMARKS.md).
-	vopts = append(vopts, group.ViewPartitions(held...))
+	vopts = append(vopts, view.Partitions(held...))
 	views, err := NewViewSources(cl, catReady, vopts...)
 	if err != nil {
 		return fmt.Errorf("fenceview: %w", err)

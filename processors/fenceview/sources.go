@@ -16,7 +16,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -99,13 +99,13 @@ func ChanReady(ch <-chan struct{}, reason string) Readiness {
 
 // DeviceView and OccupancyView are the typed Goka views fenceview reads.
 type (
-	DeviceView    = group.View[geofencepb.DeviceState, *geofencepb.DeviceState]
-	OccupancyView = group.View[geofencepb.Occupancy, *geofencepb.Occupancy]
+	DeviceView    = view.View[geofencepb.DeviceState, *geofencepb.DeviceState]
+	OccupancyView = view.View[geofencepb.Occupancy, *geofencepb.Occupancy]
 )
 
 // ViewSources adapts Goka views of the debouncer and occupancy tables to
 // DeviceSource, OccupancySource, LagSource and Readiness. The views hash
-// keys with the pinned murmur2 partitioner (group.NewView), so Get finds keys
+// keys with the pinned murmur2 partitioner (view.New), so Get finds keys
 // written by any Java-compatible producer.
 //
 // Goka closes a view's partitions without synchronisation when its Run
@@ -161,13 +161,13 @@ var ErrStopped = fmt.Errorf("%w: views are shutting down", ErrNotReady)
 
 // NewViewSources builds views of geofence.TopicDebouncer and
 // geofence.TopicOccupancy. fencesReady is as ViewSources.FencesReady; opts
-// go to both views (e.g. group.ViewTester).
-func NewViewSources(cl cluster.Config, fencesReady <-chan struct{}, opts ...group.ViewOpt) (*ViewSources, error) {
-	dv, err := group.NewView[geofencepb.DeviceState](cl, geofence.TopicDebouncer, opts...)
+// go to both views (e.g. view.Tester).
+func NewViewSources(cl cluster.Config, fencesReady <-chan struct{}, opts ...view.Opt) (*ViewSources, error) {
+	dv, err := view.New[geofencepb.DeviceState](cl, geofence.TopicDebouncer, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ov, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy, opts...)
+	ov, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func (g guardedStats) Stats(ctx context.Context) (st *goka.ViewStats) {
 }
 
 func wrapNotReady[M any](m *M, err error) (*M, error) {
-	if errors.Is(err, group.ErrNotRecovered) {
+	if errors.Is(err, view.ErrNotRecovered) {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
 	return m, err

@@ -13,14 +13,14 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 func TestViewSourcesReadinessAndReads(t *testing.T) {
 	tt := tester.New(t)
 	fencesLoaded := make(chan struct{})
-	vs, err := fenceview.NewViewSources(cluster.Config{}, fencesLoaded, group.ViewTester(tt))
+	vs, err := fenceview.NewViewSources(cluster.Config{}, fencesLoaded, view.Tester(tt))
 	if err != nil {
 		t.Fatal(err)
 	}

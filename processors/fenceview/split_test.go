@@ -10,8 +10,8 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/fenceview"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -19,7 +19,7 @@ import (
 // its parts summed, both by id and when listing.
 func TestViewSourcesSumSplitFences(t *testing.T) {
 	tt := tester.New(t)
-	vs, err := fenceview.NewViewSources(cluster.Config{}, nil, group.ViewTester(tt))
+	vs, err := fenceview.NewViewSources(cluster.Config{}, nil, view.Tester(tt))
 	if err != nil {
 		t.Fatal(err)
 	}

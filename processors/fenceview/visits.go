@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -22,7 +22,7 @@ type VisitSource interface {
 
 // VisitsView is a VisitSource over a view of the visit-stats table.
 type VisitsView struct {
-	v *group.View[visitspb.FenceVisits, *visitspb.FenceVisits]
+	v *view.View[visitspb.FenceVisits, *visitspb.FenceVisits]
 	// t is set on a sharded replica: v's partitions here, the others at peers.
 	t table[visitspb.FenceVisits, *visitspb.FenceVisits]
 }
@@ -31,10 +31,10 @@ func (v *VisitsView) shard(r *router) {
 	v.t = shardedTable[visitspb.FenceVisits, *visitspb.FenceVisits]{v.v, r}
 }
 
-// NewVisitsView builds the view; opts as for group.NewView (default: in
+// NewVisitsView builds the view; opts as for view.New (default: in
 // memory, rebuilt at every start).
-func NewVisitsView(cl cluster.Config, opts ...group.ViewOpt) (*VisitsView, error) {
-	v, err := group.NewView[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable, opts...)
+func NewVisitsView(cl cluster.Config, opts ...view.Opt) (*VisitsView, error) {
+	v, err := view.New[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (v *VisitsView) FenceVisits(id string) (*visitspb.FenceVisits, error) {
 	} else {
 		st, err = v.v.Get(id)
 	}
-	if errors.Is(err, group.ErrNotRecovered) {
+	if errors.Is(err, view.ErrNotRecovered) {
 		return nil, fmt.Errorf("%w: %v", ErrNotReady, err)
 	}
 	return st, err

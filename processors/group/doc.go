@@ -18,7 +18,7 @@
 //     HeaderCutDown with the sizes (HeaderKeyBytes, HeaderValueBytes); one the
 //     broker refuses for its size anyway is sent again cut down, once.
 //   - No log line carries an unbounded key or value: the kit logs through
-//     BoundedLogger (each attribute at most LogValueLimit bytes) and shows
+//     boundedlog.New (each attribute at most boundedlog.ValueLimit bytes) and shows
 //     keys as topology.KeyExcerpt.
 //   - Consumer groups start at the oldest offset and local state lives in a
 //     directory tied to the broker's cluster id, never Goka's temp-dir default.
@@ -30,9 +30,9 @@
 //     fencestream_topic_changes_total say which topic and how) and refuses a
 //     restart on that state: the old topic's offsets and envelopes are never
 //     applied to the new one until an operator resets the groups.
-//   - Every retry loop waits with a jittered, capped exponential Backoff and
-//     logs through a LogLimit: a broker or topic that is gone costs neither a
-//     core nor the disk.
+//   - Every retry loop waits with a jittered, capped exponential
+//     retry.Backoff and logs through a retry.LogLimit: a broker or topic that
+//     is gone costs neither a core nor the disk.
 //
 // # Processing guarantee: effectively-once outputs
 //
@@ -121,10 +121,10 @@
 // record, retries exhausted in an outage) would be committed past by a later
 // input acknowledged first, and after the restart its error causes never be
 // processed again, its outputs and state change lost. The kit's consumer
-// group (ConsumerGroupBuilder, inorder.go) hands Goka a session whose marks
-// advance a partition only over the prefix of delivered inputs that all
-// finished; an input that never finishes holds back its partition's commit,
-// and is redelivered. The bookkeeping is what is in flight, per session.
+// group (internal/kafka: consumergroup.go, inorder.go) hands Goka a session
+// whose marks advance a partition only over the prefix of delivered inputs
+// that all finished; an input that never finishes holds back its
+// partition's commit, and is redelivered. The bookkeeping is what is in flight, per session.
 //
 // A group may keep its keys' decoded envelopes in memory (CacheEnvelopes), so
 // an input reads its key's envelope without a store read or a decode; a
@@ -191,9 +191,9 @@
 // and never writes to it, so building a group twice gives two independent
 // processors, each with its own options, stream time, timer index and
 // metrics. Options follow one recipe (franz-go's kgo), here and in every
-// kit package (ViewOpt, StreamOpt, statestore.Opt, httpguard.Opt): an
+// kit package (view.Opt, StreamOpt, statestore.Opt, httpguard.Opt): an
 // exported Opt is a function over an unexported config named by a bare noun
-// (no With prefix); one defaults function (defaultConfig, defaultViewConfig)
+// (no With prefix); one defaults function (defaultConfig, view.defaultConfig)
 // writes every default; one validate checks the options together and refuses
 // a bad one with an error naming it (TimerBatch: must be at least 1, got 0);
 // each option's doc names the default it overrides. No free function mutates
@@ -224,6 +224,21 @@
 // the input is dead-lettered (reason misused-handle) and the processor goes
 // on.
 //
-// Goka's untyped API (any values, goka.Context) stays inside this package;
+// Goka's untyped API (any values, goka.Context) stays inside the kit;
 // handlers see typed messages and a typed Context.
+//
+// # Layers
+//
+// This package is the Processor API: a group, its typed handles, Context,
+// timers, options, running it. Beside it, public: view (a group's table read
+// from outside the group), tablecodec (the table's value format, for
+// anything that reads or seeds a table topic: benchmarks, tests, tools), and
+// leaves any package may import without this one: retry (Backoff, LogLimit),
+// collector (metric registration on the Registerer given), boundedlog
+// (bounded log lines). Behind Go's internal wall, never imported from
+// outside the kit and never importing this package: internal/kafka (Goka's
+// and sarama's clients, the in-order consumer group), internal/statedir (a
+// state directory's cluster marker), internal/dueindex (the timers' due-time
+// index). CheckBroker, CheckStateDir and GokaClientOptions stay here because
+// binaries and benchmarks call them with the kit's topology and settings.
 package group

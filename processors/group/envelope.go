@@ -1,13 +1,12 @@
 package group
 
 import (
-	"fmt"
-
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 )
 
 // The table encoding is once's (internal/once/envelope.go); these are the
@@ -26,79 +25,21 @@ func decodeEnvelope(b []byte) (*kitpb.Envelope, error) { return once.Decode(b) }
 // committed offsets are unknown (Goka's tester) does the cap drop inputs.
 const DefaultReplayWindow = 32
 
-// envelopeCodec is the Goka codec of a group table: values are *kitpb.Envelope.
-// It also accepts the application's state (*S) for Encode, so Goka's tester can
-// seed a table with plain state, and decodes tables written before envelopes.
-type envelopeCodec[S any, PS codecs.Message[S]] struct{}
+// envelopeCodec is the Goka codec of a group table (tablecodec.Codec).
+type envelopeCodec[S any, PS codecs.Message[S]] = tablecodec.Codec[S, PS]
 
+// marshalOpts encodes the application's messages deterministically: a
+// replay writes the same bytes.
 var marshalOpts = protov2.MarshalOptions{Deterministic: true}
-
-func (envelopeCodec[S, PS]) Encode(value any) ([]byte, error) {
-	switch v := value.(type) {
-	case *kitpb.Envelope:
-		return encodeEnvelope(v)
-	case PS:
-		st, err := marshalOpts.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		return encodeEnvelope(&kitpb.Envelope{State: st, HasState: true})
-	case []byte:
-		return v, nil
-	}
-	var zero PS
-	return nil, fmt.Errorf("group table: cannot encode %T (want *kitpb.Envelope or %T)", value, zero)
-}
-
-// Decode never fails: bytes that are neither an envelope nor bare state decode
-// to *codecs.Poison, which State treats as absent (and counts).
-func (envelopeCodec[S, PS]) Decode(data []byte) (any, error) {
-	env, err := decodeEnvelope(data)
-	if err != nil {
-		var zero PS
-		return &codecs.Poison{Data: append([]byte(nil), data...), Schema: "envelope of " + string(zero.ProtoReflect().Descriptor().FullName()), Err: err}, nil
-	}
-	return env, nil
-}
 
 // StateOf extracts the application's state from a group-table value as Goka
 // hands it over (from a view, an iterator or the tester): nil when the key has
 // none, an error when it cannot be decoded.
-func StateOf[S any, PS codecs.Message[S]](v any) (PS, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case *codecs.Poison:
-		return nil, x
-	case *kitpb.Envelope:
-		return unwrapState[S, PS](x)
-	case PS:
-		return x, nil
-	}
-	return nil, fmt.Errorf("group table: unexpected value %T", v)
-}
+func StateOf[S any, PS codecs.Message[S]](v any) (PS, error) { return tablecodec.StateOf[S, PS](v) }
 
 func unwrapState[S any, PS codecs.Message[S]](env *kitpb.Envelope) (PS, error) {
-	if env == nil || !env.GetHasState() {
-		return nil, nil
-	}
-	st := PS(new(S))
-	if err := protov2.Unmarshal(env.GetState(), st); err != nil {
-		return nil, &codecs.Poison{Data: env.GetState(), Schema: string(st.ProtoReflect().Descriptor().FullName()), Err: err}
-	}
-	return st, nil
+	return tablecodec.State[S, PS](env)
 }
 
 // committedFunc is the group's committed offsets (once.Committed).
 type committedFunc = once.Committed
-
-// DecodeTableValue decodes the bytes of a group-table record (as read from the
-// table topic by any consumer) into the application's state: nil when the key
-// has none.
-func DecodeTableValue[S any, PS codecs.Message[S]](data []byte) (PS, error) {
-	env, err := decodeEnvelope(data)
-	if err != nil {
-		return nil, fmt.Errorf("group table value: %w", err)
-	}
-	return unwrapState[S, PS](env)
-}

@@ -15,6 +15,8 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/boundedlog"
+	"github.com/fencestream/fencestream/processors/group/internal/dueindex"
 	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -71,7 +73,7 @@ type instance[S any, PS codecs.Message[S]] struct {
 	*Group[S, PS]
 	rt    runtime
 	clock *streamClock
-	index *timerIndex // nil when the group has no timers
+	index *dueindex.Index // nil when the group has no timers
 	m     *metrics
 	// handles is how many handles the group had made when this build was
 	// made: a later one is not in its graph (it shadows Group.handles).
@@ -128,7 +130,7 @@ func New[S any, PS codecs.Message[S]](topo *topology.Topology, name string, log 
 	if log == nil {
 		log = slog.Default()
 	}
-	log = BoundedLogger(log) // no log line carries an unbounded key or value
+	log = boundedlog.New(log) // no log line carries an unbounded key or value
 	g := &Group[S, PS]{topo: topo, name: name, log: log.With("group", name), inputs: map[string]bool{}, outputs: map[string]bool{}, joins: map[string]bool{}, lookups: map[string]bool{}, deadLetter: topology.TopicDeadLetter,
 		id: &handleOwner{group: name}}
 	decl, ok := topo.Processor(name)

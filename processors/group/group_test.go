@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -234,7 +235,7 @@ func TestProcessorNeedsStateDir(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no brokers") {
 		t.Fatalf("Processor without brokers: %v", err)
 	}
-	if errors.Is(err, group.ErrStateMismatch) {
+	if errors.Is(err, statestore.ErrStateMismatch) {
 		t.Fatal("a config error reported as a state mismatch")
 	}
 }

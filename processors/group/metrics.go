@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencestream/fencestream/processors/group/collector"
 )
 
 // metrics are the kit's counters of one processor, registered on the
@@ -108,38 +110,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
 		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits, &m.deadLettersCut, &m.unchanged} {
 		var err error
-		*c, err = RegisterCollector(reg, *c)
+		*c, err = collector.Register(reg, *c)
 		errs = append(errs, err)
 	}
 	var err error
-	m.recovery, err = RegisterCollector(reg, m.recovery)
+	m.recovery, err = collector.Register(reg, m.recovery)
 	errs = append(errs, err)
-	m.versionedRecords, err = RegisterCollector(reg, m.versionedRecords)
+	m.versionedRecords, err = collector.Register(reg, m.versionedRecords)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("registering the kit's metrics: %w", err)
 	}
 	return m, nil
-}
-
-// RegisterCollector registers c on reg, or returns the collector of the same
-// description reg already holds (another processor's, or an earlier build's),
-// so processors sharing a registry share its series instead of failing. Any
-// other registration error (a name reused with other labels) is returned.
-// Application metrics register the same way as the kit's.
-func RegisterCollector[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-		return c, fmt.Errorf("%w: the registered collector is a %T", err, are.ExistingCollector)
-	}
-	return c, err
 }
 
 func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }

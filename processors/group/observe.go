@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -39,7 +40,7 @@ func newSkewMetrics(reg prometheus.Registerer) (*skewMetrics, error) {
 	var errs []error
 	for _, g := range []**prometheus.GaugeVec{&m.partitionRecords, &m.topicSkew, &m.topicSkewAlert} {
 		var err error
-		*g, err = RegisterCollector(reg, *g)
+		*g, err = collector.Register(reg, *g)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

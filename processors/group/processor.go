@@ -15,6 +15,9 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/dueindex"
+	"github.com/fencestream/fencestream/processors/group/internal/kafka"
+	"github.com/fencestream/fencestream/processors/group/internal/statedir"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
@@ -151,11 +154,11 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	// The due-time index of the group's timers sees the table's stores (it is
 	// built from each partition's store once recovered) and the assignment.
-	var idx *timerIndex
+	var idx *dueindex.Index
 	indexed := func(b storage.Builder) storage.Builder { return b }
 	if g.timers {
-		idx = newTimerIndex(string(goka.GroupTable(goka.Group(g.name))), g.log)
-		indexed = idx.storageBuilder
+		idx = dueindex.New(string(goka.GroupTable(goka.Group(g.name))), g.log)
+		indexed = idx.StorageBuilder
 	}
 	// The envelope cache sees every write of the table's stores (outermost,
 	// so no wrapper's write passes it).
@@ -166,7 +169,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	in := g.instance(&cfg, m, idx)
 	if idx != nil {
-		idx.restore = in.clock.restore
+		idx.Restore = in.clock.restore
 	}
 	if envs != nil {
 		in.envs = envs
@@ -181,7 +184,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	}
 	// NilProcess: a null value on a stream reaches wrap, which dead-letters it;
 	// Goka's default would drop it silently.
-	popts := []goka.ProcessorOption{goka.WithLogger(gokaLogger{g.log}), goka.WithNilHandling(goka.NilProcess)}
+	popts := []goka.ProcessorOption{goka.WithLogger(kafka.Logger{L: g.log}), goka.WithNilHandling(goka.NilProcess)}
 	var newEmitter func() (*goka.Emitter, error)
 	health := newHealth()
 	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
@@ -209,7 +212,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: state directory: %w", g.name, err)
 		}
-		err = claimStateDir(dir, clusterID)
+		err = statedir.Claim(dir, clusterID)
 		if err == nil {
 			watch, err = newTopicWatch(ctx, cl, g.name, dir, g.decl, cfg.topicEvery, cfg.registerer, g.log)
 		}
@@ -217,14 +220,14 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
-		popts = append(popts, SaramaOptions(sc)...)
+		popts = append(popts, kafka.ProcessorOptions(sc)...)
 		pc := g.outputConfig(cfg.producerConfig(sc))
 		pc, in.rt.deadLetterBytes = g.deadLetterRoom(ctx, cl, pc)
-		popts = append(popts, goka.WithProducerBuilder(deadLetterProducerBuilder(ProducerBuilder(pc), g.deadLetter, g.log, m, g.name)))
+		popts = append(popts, goka.WithProducerBuilder(deadLetterProducerBuilder(kafka.ProducerBuilder(pc), g.deadLetter, g.log, m, g.name)))
 		brokers := cl.Brokers
 		newEmitter = func() (*goka.Emitter, error) {
 			return goka.NewEmitter(brokers, goka.Stream(g.decl.Timers), codecs.For[kitpb.Tick](),
-				goka.WithEmitterProducerBuilder(ProducerBuilder(cfg.producerConfig(sc))),
+				goka.WithEmitterProducerBuilder(kafka.ProducerBuilder(cfg.producerConfig(sc))),
 				goka.WithEmitterClientID(g.name+"-timers"), topology.GokaEmitterHasher())
 		}
 		sb, err := statestore.Builder(cfg.storage, dir, append([]statestore.Opt{statestore.Logger(g.log),
@@ -250,7 +253,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if idx != nil { // after extra: the index must know the assignment
 		popts = append(popts, goka.WithRebalanceCallback(func(a goka.Assignment) {
 			g.log.Debug("partitions assigned", "partitions", len(a))
-			idx.assigned(a)
+			idx.Assigned(a)
 		}))
 	}
 	popts = append(popts, topology.GokaProcessorHasher()) // last: nothing overrides it
@@ -345,7 +348,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 }
 
 // instance makes a build of g with the options of cfg.
-func (g *Group[S, PS]) instance(cfg *config, m *metrics, idx *timerIndex) *instance[S, PS] {
+func (g *Group[S, PS]) instance(cfg *config, m *metrics, idx *dueindex.Index) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
 		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
 			deadLetterBytes: deadLetterLimit(sarama.NewConfig().Producer.MaxMessageBytes, kafkaMaxMessageBytes)}}

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/dirlock"
@@ -151,9 +152,9 @@ func (p *Processor) permanent(err error) error {
 		return fmt.Errorf("%w: %w", ErrPermanent, fatal)
 	}
 	if strings.Contains(err.Error(), "our cache has one") {
-		return fmt.Errorf("%w: %w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrPermanent, ErrStateMismatch, err)
+		return fmt.Errorf("%w: %w: %v: the local state is ahead of the broker (was the broker's data wiped?); stop the processor and delete its state directory, it is rebuilt from the changelog", ErrPermanent, statestore.ErrStateMismatch, err)
 	}
-	for _, target := range []error{ErrStateMismatch, topology.ErrMismatch, dirlock.ErrLocked, statestore.ErrUnwritable,
+	for _, target := range []error{statestore.ErrStateMismatch, topology.ErrMismatch, dirlock.ErrLocked, statestore.ErrUnwritable,
 		sarama.ErrSASLAuthenticationFailed, sarama.ErrUnsupportedSASLMechanism, sarama.ErrIllegalSASLState,
 		sarama.ErrTopicAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, sarama.ErrClusterAuthorizationFailed} {
 		if errors.Is(err, target) || strings.Contains(err.Error(), target.Error()) {
@@ -169,7 +170,7 @@ func (p *Processor) permanent(err error) error {
 // runGoka runs the current Goka processor and, after an error retrying can
 // fix, a fresh one, until ctx ends (nil) or an error is permanent.
 func (p *Processor) runGoka(ctx, gokaCtx context.Context) error {
-	wait := Backoff{First: p.retry.min, Max: p.retry.max}
+	wait := retry.Backoff{First: p.retry.min, Max: p.retry.max}
 	for {
 		started := time.Now()
 		err := p.runBounded(ctx, gokaCtx, p.gp())

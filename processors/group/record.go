@@ -481,12 +481,12 @@ func (r *record[S, PS]) indexTimers() {
 	p, key := r.c.Partition(), r.c.Key()
 	switch {
 	case r.written && r.purge:
-		x.remove(p, key)
+		x.Remove(p, key)
 	case r.written && r.timersDirty, r.ticked:
-		x.set(p, key, r.envelope().GetTimers())
+		x.Set(p, key, r.envelope().GetTimers())
 	}
 	if r.ticked {
-		x.handled(p, key)
+		x.Handled(p, key)
 	}
 }
 

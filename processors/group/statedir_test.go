@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -124,7 +125,7 @@ func TestStateDirTiedToCluster(t *testing.T) {
 		t.Fatalf("two data dirs share cluster id %q", id1)
 	}
 	_, err = build(t, b2, stateDir)
-	if !errors.Is(err, group.ErrStateMismatch) {
+	if !errors.Is(err, statestore.ErrStateMismatch) {
 		t.Fatalf("state of cluster %s on cluster %s: got %v, want ErrStateMismatch", id1, id2, err)
 	}
 	for _, w := range []string{"delete " + groupDir, id1, id2, testGroup} {
@@ -152,7 +153,7 @@ func TestStateDirUnknownOrCorruptContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := build(t, b, stateDir)
-	if !errors.Is(err, group.ErrStateMismatch) || !strings.Contains(err.Error(), "delete") || !strings.Contains(err.Error(), groupDir) {
+	if !errors.Is(err, statestore.ErrStateMismatch) || !strings.Contains(err.Error(), "delete") || !strings.Contains(err.Error(), groupDir) {
 		t.Fatalf("unknown contents: got %v, want ErrStateMismatch telling to delete %s", err, groupDir)
 	}
 
@@ -175,7 +176,7 @@ func TestStateDirUnknownOrCorruptContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = build(t, b, fresh)
-	if !errors.Is(err, group.ErrStateMismatch) || !strings.Contains(err.Error(), "delete") {
+	if !errors.Is(err, statestore.ErrStateMismatch) || !strings.Contains(err.Error(), "delete") {
 		t.Fatalf("corrupt marker: got %v, want ErrStateMismatch", err)
 	}
 	if data, _ := os.ReadFile(marker); string(data) != "{not json" {

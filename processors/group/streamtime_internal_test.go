@@ -3,25 +3,12 @@ package group
 import (
 	"testing"
 	"time"
-
-	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
-// The scan that builds a partition's timer index reads each envelope's
-// stream time too (field 6), without decoding the rest, and keeps the
-// highest; a partition's clock starts from it, whether it was created before
-// the restore or after.
-func TestStreamTimeIsReadFromTheEnvelopesAndRestored(t *testing.T) {
-	b, err := encodeEnvelope(&kitpb.Envelope{State: []byte("s"), HasState: true, StreamMs: 1234,
-		Timers: []*kitpb.Timer{{Name: "a", AtMs: 20, Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	due, ok, ms, err := envelopeScan(b)
-	if err != nil || !ok || due[0] != 20 || ms != 1234 {
-		t.Fatalf("due %v ok %v stream %d err %v; want 20, true, 1234", due, ok, ms, err)
-	}
-
+// A partition's clock starts from the stream time its envelopes recorded
+// (the due-time index's scan reads it: internal/dueindex), the highest
+// restored, whether the clock was created before the restore or after.
+func TestStreamTimeIsRestored(t *testing.T) {
 	wall := time.UnixMilli(1_000_000)
 	c := newStreamClock(time.Minute)
 	c.restore(0, 900)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -271,14 +272,14 @@ func TestDuplicateHLCIsDeadLettered(t *testing.T) {
 
 func TestViewGetOnTester(t *testing.T) {
 	h := newHarness(t)
-	v, err := group.NewView[testpb.DeviceState](cluster.Config{}, topicTab, group.ViewTester(h.tt))
+	v, err := view.New[testpb.DeviceState](cluster.Config{}, topicTab, view.Tester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.Topic() != topicTab {
 		t.Errorf("Topic() = %q", v.Topic())
 	}
-	if _, err := v.Get("d1"); !errors.Is(err, group.ErrNotRecovered) {
+	if _, err := v.Get("d1"); !errors.Is(err, view.ErrNotRecovered) {
 		t.Fatalf("Get before Run: %v, want ErrNotRecovered", err)
 	}
 	runUntilCleanup(t, v.Run)

@@ -14,7 +14,9 @@ import (
 	"github.com/lovoo/goka"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/dueindex"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/retry"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -270,7 +272,7 @@ type timerDriver struct {
 	batch     int
 	now       func() time.Time
 	streamNow func(partition int32, wall time.Time) int64
-	idx       *timerIndex
+	idx       *dueindex.Index
 	auto      bool // run by itself (not under Tester, where tests call FireTimers)
 	log       *slog.Logger
 
@@ -333,9 +335,9 @@ func (p *Processor) TimerStats() TimerStats {
 		return TimerStats{}
 	}
 	x := p.timers.idx
-	st := TimerStats{Looks: x.looks.Load(), Refills: x.refills.Load(), KeysRead: x.keysRead.Load(), TicksSent: x.ticksSent.Load(), Rebuilds: x.rebuilt.Load()}
-	for _, pt := range x.partitions() {
-		st.Indexed += pt.size()
+	st := TimerStats{Looks: x.Looks.Load(), Refills: x.Refills.Load(), KeysRead: x.KeysRead.Load(), TicksSent: x.TicksSent.Load(), Rebuilds: x.Rebuilt.Load()}
+	for _, pt := range x.Partitions() {
+		st.Indexed += pt.Size()
 	}
 	return st
 }
@@ -370,24 +372,24 @@ func (p *Processor) look(ctx context.Context, refill bool) error {
 	sentMs := max(wallMs, 1) // 0 means "no tick in flight"
 	resendBefore := wallMs - resendAfter(d.every).Milliseconds()
 	if refill {
-		d.idx.refills.Add(1)
+		d.idx.Refills.Add(1)
 	} else {
-		d.idx.looks.Add(1)
+		d.idx.Looks.Add(1)
 	}
-	for part, pt := range d.idx.partitions() {
+	for part, pt := range d.idx.Partitions() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		// A look serves any refill asked for meanwhile.
-		if asked := pt.refill.Swap(false); refill && !asked {
+		if asked := pt.TakeRefill(); refill && !asked {
 			continue
 		}
-		if pt.size() == 0 {
+		if pt.Size() == 0 {
 			continue
 		}
 		streamMs := d.streamNow(part, wall)
-		keys, read := pt.due(streamMs, wallMs, sentMs, resendBefore, d.batch, refill)
-		d.idx.keysRead.Add(int64(read))
+		keys, read := pt.Due(streamMs, wallMs, sentMs, resendBefore, d.batch, refill)
+		d.idx.KeysRead.Add(int64(read))
 		if len(keys) == 0 {
 			continue
 		}
@@ -406,14 +408,14 @@ func (p *Processor) look(ctx context.Context, refill bool) error {
 				}
 			})
 		}
-		d.idx.ticksSent.Add(int64(len(keys)))
+		d.idx.TicksSent.Add(int64(len(keys)))
 		p.m.timerTicks.WithLabelValues(p.name).Add(float64(len(keys)))
 	}
 	// Under Tester a send handles its tick before it returns, so the refills
 	// asked for meanwhile are served here, and one call fires every due timer,
 	// as the running processor soon would. It ends: a refill sends no key
 	// twice between looks.
-	for !d.auto && !refill && d.idx.refillAsked() {
+	for !d.auto && !refill && d.idx.RefillAsked() {
 		if err := p.look(ctx, true); err != nil {
 			return err
 		}
@@ -422,14 +424,14 @@ func (p *Processor) look(ctx context.Context, refill bool) error {
 }
 
 // driveTimers calls FireTimers every interval, and refills partitions as
-// their ticks are handled (timerIndex.handled), until stop is closed. A look
+// their ticks are handled (dueindex.Index.Handled), until stop is closed. A look
 // reads only the index, never Goka's partitions, so it needs no pause during
 // rebalances: a partition that is not (yet) processing here has no index.
 // With nothing due, no tick is handled and nothing wakes it between looks.
 func (p *Processor) driveTimers(stop <-chan struct{}) {
 	t := time.NewTicker(p.timers.every)
 	defer t.Stop()
-	var logs LogLimit // a broker outage fails every look: one line per 10 s
+	var logs retry.LogLimit // a broker outage fails every look: one line per 10 s
 	for {
 		select {
 		case <-stop:
@@ -440,7 +442,7 @@ func (p *Processor) driveTimers(stop <-chan struct{}) {
 					p.log.Warn("looking for due timers failed; retrying next interval", "err", err, "similar_since_last", held)
 				}
 			}
-		case <-p.timers.idx.wake:
+		case <-p.timers.idx.Wake():
 			if err := p.look(context.Background(), true); err != nil {
 				if ok, held := logs.Allow(time.Now()); ok {
 					p.log.Warn("refilling due timers failed; the next look retries", "err", err, "similar_since_last", held)

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/group/collector"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -171,7 +173,7 @@ func claimTopics(group, dir string, now map[string]topicIdentity) error {
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(data, &rec); err != nil {
-			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", ErrStateMismatch, path, err, dir)
+			return fmt.Errorf("%w: %s is unreadable (%v); delete %s to rebuild state from the broker", statestore.ErrStateMismatch, path, err, dir)
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("state directory: %w", err)
@@ -226,8 +228,8 @@ func newTopicMetrics(reg prometheus.Registerer) (*topicMetrics, error) {
 		}, []string{"group", "topic"}),
 	}
 	var e1, e2 error
-	m.changes, e1 = RegisterCollector(reg, m.changes)
-	m.changed, e2 = RegisterCollector(reg, m.changed)
+	m.changes, e1 = collector.Register(reg, m.changes)
+	m.changed, e2 = collector.Register(reg, m.changed)
 	if err := errors.Join(e1, e2); err != nil {
 		return nil, fmt.Errorf("registering the topic metrics: %w", err)
 	}

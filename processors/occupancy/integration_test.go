@@ -17,6 +17,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -120,8 +121,8 @@ func produce(t *testing.T, prod *kgo.Client, trigs []*geofencepb.Trigger) {
 
 // views reads both of occupancy's tables.
 type views struct {
-	counts  *group.View[geofencepb.Occupancy, *geofencepb.Occupancy]
-	members *group.View[geofencepb.DeviceMembership, *geofencepb.DeviceMembership]
+	counts  *view.View[geofencepb.Occupancy, *geofencepb.Occupancy]
+	members *view.View[geofencepb.DeviceMembership, *geofencepb.DeviceMembership]
 }
 
 // tables is what the views show of a scenario's fences and devices; absent
@@ -238,10 +239,10 @@ func TestOccupancyOnEmbeddedBroker(t *testing.T) {
 	var err error
 
 	var v views
-	if v.counts, err = group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy); err != nil {
+	if v.counts, err = view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy); err != nil {
 		t.Fatal(err)
 	}
-	if v.members, err = group.NewView[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers); err != nil {
+	if v.members, err = view.New[geofencepb.DeviceMembership](cl, geofence.TopicOccupancyMembers); err != nil {
 		t.Fatal(err)
 	}
 	grouptest.RunView(t, v.counts)

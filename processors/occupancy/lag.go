@@ -16,13 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
 // lagGauge is fencestream_occupancy_lag_records, registered on reg.
 func lagGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
-	return group.RegisterCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	return collector.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencestream_occupancy_lag_records",
 		Help: "Records occupancy has not yet committed, per input topic and partition: fence-triggers (occupancy-members: not yet applied to the member registers) and occupancy-changes (occupancy: not yet added up in occupancy-table).",
 	}, []string{"topic", "partition"}))

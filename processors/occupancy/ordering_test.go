@@ -20,8 +20,8 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -226,7 +226,7 @@ func runUnderReorder(t *testing.T, opts ...occupancy.Opt) reorderRun {
 
 	// The occupancy group read the same topic: its table must come to the
 	// replay, whatever the replay says.
-	counts, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
+	counts, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -104,13 +105,13 @@ func TestOversizedTriggersMoveOn(t *testing.T) {
 		t.Errorf("occupancy restarted %v times", n)
 	}
 	// The ENTER and the EXIT both reached the fence's count.
-	view, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
+	tv, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 	waitFor(t, time.Minute, "the fence's count after the EXIT", func() (bool, string) {
-		occ, err := view.Get(fence)
+		occ, err := tv.Get(fence)
 		return err == nil && occ != nil && occ.GetExitsTotal() == 1 && occ.GetCount() == 0, occ.String()
 	})
 	grouptest.CheckLogBounded(t, logs.String())

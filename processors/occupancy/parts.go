@@ -39,7 +39,7 @@ func IsPart(key string, occ *geofencepb.Occupancy) bool {
 }
 
 // Total reads the occupancy of fence through get (a table reader such as
-// group.View.Get, returning nil, nil for an absent key). A fence that is not
+// view.View.Get, returning nil, nil for an absent key). A fence that is not
 // split is its record, returned as is. A split fence's parts are summed into
 // a new record: count, the *_total and *_dropped counters add up;
 // catalogue_version and last_change_ms are the highest; devices are the

@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/occupancy"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -88,11 +89,11 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	view, err := group.NewView[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
+	tv, err := view.New[geofencepb.Occupancy](cl, geofence.TopicOccupancy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 
 	var ids []string
 	for _, f := range snap.All() {
@@ -115,7 +116,7 @@ func TestPipelineFleetOccupancy(t *testing.T) {
 		}
 		var enters uint64
 		for _, id := range ids {
-			occ, err := occupancy.Total(view.Get, id, 0) // 40 devices fit the default list
+			occ, err := occupancy.Total(tv.Get, id, 0) // 40 devices fit the default list
 			if err != nil {
 				return false, err.Error()
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/hlc"
@@ -27,11 +28,11 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	triggers, err1 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	triggers, err1 := collector.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_occupancy_triggers_total",
 		Help: "Triggers occupancy-members took from fence-triggers, by result: applied (to the device's member register; a flip or a DWELL is sent on as a change), duplicate (the member's last trigger again), stale (overtaken by a later trigger), expired (older than the device record's horizon for a fence it no longer holds), full (the device's record holds its limit of fences; dead-lettered) or invalid (dead-lettered).",
 	}, []string{"result"}))
-	changes, err2 := group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	changes, err2 := collector.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_occupancy_changes_total",
 		Help: "Count changes the occupancy group took from occupancy-changes, by result: applied, duplicate (already applied: sent again after occupancy-members crashed or moved) or invalid (dead-lettered).",
 	}, []string{"result"}))

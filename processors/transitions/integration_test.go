@@ -19,6 +19,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/transitions"
 	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -106,12 +107,12 @@ func TestRestartKeepsHistory(t *testing.T) {
 		}
 		send(geofence.TopicPings, v)
 	}
-	versions, err := group.NewView[kitpb.VersionSet](cl, transitions.Table)
+	versions, err := view.New[kitpb.VersionSet](cl, transitions.Table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	grouptest.RunView(t, versions)
-	presence, err := group.NewView[transitionspb.PingPresence](cl, transitions.PingsTable)
+	presence, err := view.New[transitionspb.PingPresence](cl, transitions.PingsTable)
 	if err != nil {
 		t.Fatal(err)
 	}

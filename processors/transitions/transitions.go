@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/versioned"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -147,7 +148,7 @@ func NewPings(topo *topology.Topology, log *slog.Logger) *group.Group[transition
 	return g
 }
 
-func servePresence(v *group.View[transitionspb.PingPresence, *transitionspb.PingPresence], w http.ResponseWriter, r *http.Request) {
+func servePresence(v *view.View[transitionspb.PingPresence, *transitionspb.PingPresence], w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	st, err := v.Get(device)
 	if err != nil {
@@ -161,7 +162,7 @@ func servePresence(v *group.View[transitionspb.PingPresence, *transitionspb.Ping
 	host.WriteJSON(w, http.StatusOK, map[string]any{"device": device, "inside": st.GetInside(), "outside": st.GetOutside(), "unknown": st.GetUnknown(), "last_fence": st.GetLastFence()})
 }
 
-func serve(v *group.View[kitpb.VersionSet, *kitpb.VersionSet], w http.ResponseWriter, r *http.Request) {
+func serve(v *view.View[kitpb.VersionSet, *kitpb.VersionSet], w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	at := time.UnixMilli(1 << 50) // the latest
 	if s := r.URL.Query().Get("at"); s != "" {

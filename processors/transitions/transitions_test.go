@@ -11,11 +11,11 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/versioned"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/transitions"
 	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 )
@@ -65,7 +65,7 @@ func TestAsOfRoute(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, r := range transitions.Module().Routes {
-		hd, run, err := r.Build(host.RouteEnv{View: []group.ViewOpt{group.ViewTester(h.TT)}})
+		hd, run, err := r.Build(host.RouteEnv{View: []view.Opt{view.Tester(h.TT)}})
 		if err != nil {
 			t.Fatal(err)
 		}

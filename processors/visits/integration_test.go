@@ -18,6 +18,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
@@ -88,13 +89,13 @@ func TestRestartInTheMiddle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	view, err := group.NewView[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable)
+	tv, err := view.New[visitspb.FenceVisits](cl, geofence.TopicVisitStatsTable)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 	hours := func(fence string) string {
-		st, err := view.Get(fence)
+		st, err := tv.Get(fence)
 		if err != nil || st == nil {
 			return fmt.Sprint(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/collector"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
@@ -40,15 +41,15 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	var e1, e2, e3 error
-	m.visitsEmitted, e1 = group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.visitsEmitted, e1 = collector.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_visits_total",
 		Help: "Visits emitted to fence-visits (an ENTER paired with its EXIT).",
 	}))
-	m.unpairedExits, e2 = group.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.unpairedExits, e2 = collector.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencestream_visits_unpaired_exits_total",
 		Help: "EXITs whose ENTER the visits state did not hold (the group started after it, or the device expired); no visit is emitted.",
 	}))
-	m.duplicates, e3 = group.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.duplicates, e3 = collector.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencestream_visits_duplicates_total",
 		Help: "Records dropped as duplicates by id, by group.",
 	}, []string{"group"}))

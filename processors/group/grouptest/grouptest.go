@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 )
 
 // RunView runs v until the test ends and returns once it has recovered,
 // failing the test if that takes more than a minute. For a view on a
 // Harness's tester use View, which also recovers a view started late.
-func RunView[M any, PM codecs.Message[M]](t testing.TB, v *group.View[M, PM]) {
+func RunView[M any, PM codecs.Message[M]](t testing.TB, v *view.View[M, PM]) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -146,7 +146,7 @@ func (h *Harness) wait(what string, fn func()) {
 			}
 			if time.Since(since) >= StartupWait {
 				h.t.Fatalf("grouptest: %s: Goka's tester has waited %v for a consumer that never started: a view built on "+
-					"this harness's tester (group.ViewTester(h.TT), or a route built with it) whose Run had not started; "+
+					"this harness's tester (view.Tester(h.TT), or a route built with it) whose Run had not started; "+
 					"build views with grouptest.View and routes with Harness.Route, which start them at once", what, StartupWait)
 			}
 		}

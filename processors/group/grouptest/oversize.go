@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/boundedlog"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -135,11 +136,11 @@ func CheckCutDown(t testing.TB, cl cluster.Config, topic string, want []Oversize
 }
 
 // CheckLogBounded fails the test when a line of logs is longer than
-// group.LogValueLimit allows for a few attributes, or when logs as a whole
+// boundedlog.ValueLimit allows for a few attributes, or when logs as a whole
 // would hold an oversized key or value (OversizeBytes).
 func CheckLogBounded(t testing.TB, logs string) {
 	t.Helper()
-	const line = 4 * group.LogValueLimit // a message and a few cut attributes
+	const line = 4 * boundedlog.ValueLimit // a message and a few cut attributes
 	for i, l := range strings.Split(logs, "\n") {
 		if len(l) > line {
 			t.Errorf("log line %d has %d bytes (more than %d): %.300s…", i+1, len(l), line, l)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -35,11 +35,11 @@ import (
 // View builds a view of table on the harness's tester, runs it until the test
 // ends and returns it recovered. It may be called before or after records were
 // consumed.
-func View[M any, PM codecs.Message[M]](h *Harness, table string, opts ...group.ViewOpt) *group.View[M, PM] {
+func View[M any, PM codecs.Message[M]](h *Harness, table string, opts ...view.Opt) *view.View[M, PM] {
 	h.t.Helper()
 	h.Catchup()
 	h.markRead(table)
-	v, err := group.NewView[M, PM](cluster.Config{}, table, append([]group.ViewOpt{group.ViewTester(h.TT)}, opts...)...)
+	v, err := view.New[M, PM](cluster.Config{}, table, append([]view.Opt{view.Tester(h.TT)}, opts...)...)
 	if err != nil {
 		h.t.Fatalf("grouptest: building the view of %s: %v", table, err)
 	}
@@ -59,7 +59,7 @@ func (h *Harness) Route(r host.Route) http.Handler {
 	for _, tb := range tables {
 		h.markRead(tb)
 	}
-	hd, run, err := r.Build(host.RouteEnv{View: []group.ViewOpt{group.ViewTester(h.TT)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hd, run, err := r.Build(host.RouteEnv{View: []view.Opt{view.Tester(h.TT)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		h.t.Fatalf("grouptest: building route %s: %v", r.Pattern, err)
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -39,7 +39,7 @@ func TestRouteStartedAfterRecordsAnswers(t *testing.T) {
 	h := grouptest.New(t, at)
 	h.Start(counter())
 	h.Consume(in, "a", &testpb.Ping{DeviceId: "a", DeviceTimeMs: at.UnixMilli()})
-	r := host.ViewRoute("GET /pings/{id}", table, func(v *group.View[testpb.DeviceState, *testpb.DeviceState], w http.ResponseWriter, r *http.Request) {
+	r := host.ViewRoute("GET /pings/{id}", table, func(v *view.View[testpb.DeviceState, *testpb.DeviceState], w http.ResponseWriter, r *http.Request) {
 		st, err := v.Get(r.PathValue("id"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -84,7 +84,7 @@ func TestUnstartedViewFailsConsume(t *testing.T) {
 	start := time.Now()
 	got := failures(t, func(h *grouptest.Harness) {
 		h.Start(counter())
-		if _, err := group.NewView[testpb.DeviceState](cluster.Config{}, table, group.ViewTester(h.TT)); err != nil {
+		if _, err := view.New[testpb.DeviceState](cluster.Config{}, table, view.Tester(h.TT)); err != nil {
 			t.Error(err)
 			return
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -115,16 +116,16 @@ type RouteEnv struct {
 	Cluster cluster.Config
 	// View are the options every view of the query server takes (state
 	// directory, partitions served).
-	View []group.ViewOpt
+	View []view.Opt
 	Log  *slog.Logger
 }
 
 // ViewRoute serves pattern from a typed view of table: the view runs beside
 // the server, the route answers 503 until it has recovered, then serve
 // answers.
-func ViewRoute[M any, PM codecs.Message[M]](pattern, table string, serve func(v *group.View[M, PM], w http.ResponseWriter, r *http.Request)) Route {
+func ViewRoute[M any, PM codecs.Message[M]](pattern, table string, serve func(v *view.View[M, PM], w http.ResponseWriter, r *http.Request)) Route {
 	return Route{Pattern: pattern, Build: func(env RouteEnv) (http.Handler, func(context.Context) error, error) {
-		v, err := group.NewView[M, PM](env.Cluster, table, env.View...)
+		v, err := view.New[M, PM](env.Cluster, table, env.View...)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/versioned"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -95,16 +96,16 @@ func TestVersionedJoinRestart(t *testing.T) {
 		}
 		return run(p)
 	}
-	view, err := group.NewView[kitpb.VersionSet](cluster.Config{Brokers: cl.Brokers}, vtWriter+"-table")
+	tv, err := view.New[kitpb.VersionSet](cluster.Config{Brokers: cl.Brokers}, vtWriter+"-table")
 	if err != nil {
 		t.Fatal(err)
 	}
-	grouptest.RunView(t, view)
+	grouptest.RunView(t, tv)
 	waitVersions := func(n int) {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
 		for {
-			st, err := view.Get("d1")
+			st, err := tv.Get("d1")
 			if err == nil && len(st.GetVersions()) == n {
 				return
 			}

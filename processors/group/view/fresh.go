@@ -1,4 +1,4 @@
-package group
+package view
 
 import (
 	"context"
@@ -13,15 +13,15 @@ import (
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-// DefaultViewFreshnessCheck is how often a view asks the broker for its
+// DefaultFreshnessCheck is how often a view asks the broker for its
 // table's end offsets (one request) to learn how current its copy is.
-const DefaultViewFreshnessCheck = time.Second
+const DefaultFreshnessCheck = time.Second
 
-// ViewFreshnessCheck sets how often the view confirms with the broker that
-// its copy is current (default DefaultViewFreshnessCheck); UpToDate is
+// FreshnessCheck sets how often the view confirms with the broker that
+// its copy is current (default DefaultFreshnessCheck); UpToDate is
 // known to within about one interval.
-func ViewFreshnessCheck(d time.Duration) ViewOpt {
-	return func(c *viewConfig) {
+func FreshnessCheck(d time.Duration) Opt {
+	return func(c *config) {
 		if d > 0 {
 			c.freshEvery = d
 		}
@@ -142,7 +142,7 @@ func (f *freshness) run(ctx context.Context, cl cluster.Config, table string, ev
 }
 
 // UpToDate is the time up to which the view is known to hold every record
-// of its table (confirmed with the broker every ViewFreshnessCheck), and
+// of its table (confirmed with the broker every FreshnessCheck), and
 // whether it is known: a view that cannot reach the brokers keeps serving
 // its copy while this stays put, so now - UpToDate is the age of what it
 // serves. A view under Goka's tester is always current.

@@ -1,4 +1,4 @@
-package group_test
+package boundedlog_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/boundedlog"
 )
 
 // TestBoundedLoggerCutsEveryAttribute: a megabyte in a message, a string, an
@@ -18,12 +18,12 @@ import (
 func TestBoundedLoggerCutsEveryAttribute(t *testing.T) {
 	huge := strings.Repeat("k", 1<<20)
 	var buf bytes.Buffer
-	log := group.BoundedLogger(slog.New(slog.NewTextHandler(&buf, nil))).With("key", huge)
+	log := boundedlog.New(slog.New(slog.NewTextHandler(&buf, nil))).With("key", huge)
 	err := errors.New("could not commit message with key '" + huge + "'")
 	log.Info(huge, "s", huge, "err", err,
 		slog.Group("g", slog.String("v", huge)), "short", "veh-1")
 	out := buf.String()
-	if len(out) > 6*group.LogValueLimit {
+	if len(out) > 6*boundedlog.ValueLimit {
 		t.Fatalf("log line of %d bytes", len(out))
 	}
 	if n := strings.Count(out, "…[1048576 bytes]"); n != 4 { // message, key, s, g.v
@@ -32,7 +32,7 @@ func TestBoundedLoggerCutsEveryAttribute(t *testing.T) {
 	if !strings.Contains(out, "…["+strconv.Itoa(len(err.Error()))+" bytes]") || !strings.Contains(out, "short=veh-1") {
 		t.Errorf("error not cut with its length, or a short attribute changed: %.500s", out)
 	}
-	if group.BoundedLogger(log) != log {
-		t.Error("BoundedLogger wrapped a bounded logger again")
+	if boundedlog.New(log) != log {
+		t.Error("New wrapped a bounded logger again")
 	}
 }

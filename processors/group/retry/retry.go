@@ -1,4 +1,4 @@
-package group
+package retry
 
 import (
 	"math/rand/v2"

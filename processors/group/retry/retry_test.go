@@ -1,16 +1,16 @@
-package group_test
+package retry_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/retry"
 )
 
 // TestBackoffDoublesCappedWithJitter: each wait is between half and all of
 // a step that doubles from First to Max; Reset starts over.
 func TestBackoffDoublesCappedWithJitter(t *testing.T) {
-	b := group.Backoff{First: 100 * time.Millisecond, Max: time.Second}
+	b := retry.Backoff{First: 100 * time.Millisecond, Max: time.Second}
 	steps := []time.Duration{100, 200, 400, 800, 1000, 1000}
 	distinct := map[time.Duration]bool{}
 	for round := range 50 {
@@ -33,7 +33,7 @@ func TestBackoffDoublesCappedWithJitter(t *testing.T) {
 
 // TestLogLimit lets one line through per interval and counts the others.
 func TestLogLimit(t *testing.T) {
-	l := group.LogLimit{Every: 10 * time.Second}
+	l := retry.LogLimit{Every: 10 * time.Second}
 	t0 := time.Unix(1000, 0)
 	if ok, held := l.Allow(t0); !ok || held != 0 {
 		t.Fatalf("first: %v %d", ok, held)

@@ -1,11 +1,10 @@
-package group
+package view
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencestream/fencestream/processors/group/internal/kafka"
+	"github.com/fencestream/fencestream/processors/group/retry"
+	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -29,25 +31,6 @@ type NotHeldError struct {
 
 func (e *NotHeldError) Error() string {
 	return fmt.Sprintf("view %s does not hold partition %d (key %q)", e.Table, e.Partition, e.Key)
-}
-
-// clusterID asks the broker for its cluster id (what a state directory is
-// tied to).
-func clusterID(ctx context.Context, cl cluster.Config) (string, error) {
-	kopts, err := cl.Kgo()
-	if err != nil {
-		return "", err
-	}
-	kc, err := kgo.NewClient(kopts...)
-	if err != nil {
-		return "", fmt.Errorf("connecting to %s: %w", strings.Join(cl.Brokers, ","), err)
-	}
-	defer kc.Close()
-	meta, err := kadm.NewClient(kc).BrokerMetadata(ctx)
-	if err != nil {
-		return "", fmt.Errorf("broker %s unreachable: %w", strings.Join(cl.Brokers, ","), err)
-	}
-	return meta.Cluster, nil
 }
 
 // offsetNotStored is Goka's "no offset" answer of a store, so a partial view
@@ -78,7 +61,7 @@ type partialView struct {
 func newPartialView(cl cluster.Config, table string, parts []int32, build storage.Builder, codec goka.Codec) (*partialView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := topicPartitions(ctx, cl, table)
+	n, err := kafka.TopicPartitions(ctx, cl, table)
 	if err != nil {
 		return nil, err
 	}
@@ -95,28 +78,6 @@ func newPartialView(cl cluster.Config, table string, parts []int32, build storag
 		pv.stats[p] = &goka.TableStats{Status: goka.PartitionInitializing, Recovery: &goka.RecoveryStats{}, Input: &goka.InputStats{}, Writes: &goka.OutputStats{}}
 	}
 	return pv, nil
-}
-
-// topicPartitions is the partition count of topic on the broker.
-func topicPartitions(ctx context.Context, cl cluster.Config, topic string) (int32, error) {
-	kopts, err := cl.Kgo()
-	if err != nil {
-		return 0, err
-	}
-	kc, err := kgo.NewClient(kopts...)
-	if err != nil {
-		return 0, fmt.Errorf("connecting to %s: %w", strings.Join(cl.Brokers, ","), err)
-	}
-	defer kc.Close()
-	td, err := kadm.NewClient(kc).ListTopics(ctx, topic)
-	if err != nil {
-		return 0, fmt.Errorf("topic %s: %w", topic, err)
-	}
-	d, ok := td[topic]
-	if !ok || d.Err != nil {
-		return 0, fmt.Errorf("topic %s: not on the broker (%v)", topic, d.Err)
-	}
-	return int32(len(d.Partitions)), nil
 }
 
 func (v *partialView) holds(p int32) bool {
@@ -236,7 +197,7 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 		start, end := starts[p], ends[p]
 		if stored != offsetNotStored {
 			if stored >= end {
-				return fmt.Errorf("%w: view %s partition %d: local offset %d but the broker ends at %d (was the broker's data wiped?); delete the view's state directory, it is rebuilt from the table topic", ErrStateMismatch, v.table, p, stored, end)
+				return fmt.Errorf("%w: view %s partition %d: local offset %d but the broker ends at %d (was the broker's data wiped?); delete the view's state directory, it is rebuilt from the table topic", statestore.ErrStateMismatch, v.table, p, stored, end)
 			}
 			start = max(start, stored+1)
 		}
@@ -263,7 +224,7 @@ func (v *partialView) Run(ctx context.Context) (rerr error) {
 	if err := v.markIfRecovered(target); err != nil {
 		return err
 	}
-	wait := Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
+	wait := retry.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		fetches := kc.PollFetches(ctx)
 		if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package group
+package kafka
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+
+	"github.com/fencestream/fencestream/processors/group/retry"
 )
 
 // ConsumerGroupBuilder builds sarama consumer groups whose Consume keeps
@@ -49,7 +51,7 @@ const (
 )
 
 func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sarama.ConsumerGroupHandler) error {
-	churn := Backoff{First: 50 * time.Millisecond, Max: maxChurnBackoff}
+	churn := retry.Backoff{First: 50 * time.Millisecond, Max: maxChurnBackoff}
 	for {
 		start := time.Now()
 		if err := s.ConsumerGroup.Consume(ctx, topics, newInOrder(handler)); err != nil {

@@ -1,4 +1,4 @@
-package group
+package view
 
 // Connected reports whether the view is connected to the brokers: false while
 // Goka reconnects a partition (WithViewAutoReconnect) after the brokers went

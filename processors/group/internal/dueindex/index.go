@@ -1,4 +1,4 @@
-package group
+package dueindex
 
 import (
 	"fmt"
@@ -11,20 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 )
-
-// The due-time index: per partition this instance processes, every key with
-// timers and the earliest due time of its stream-clock and of its wall-clock
-// timers, in one min-heap per clock. A look reads the heaps' tops, so it
-// costs the timers that are due, not the keys that are held.
-//
-// Invariant: for a partition whose index is installed, the index holds, per
-// key, the earliest due time per clock of the timers in the key's stored
-// envelope. It is built once, when the partition's table has recovered (a
-// scan of the partition's local store), and kept by every write of the
-// partition's envelopes that changes its timers (Context.commit); nothing
-// else writes a processing partition's table. A partition that is not
-// installed (recovering, a hot standby) is not looked at.
 
 // noDue marks a clock a key has no timer on.
 const noDue = math.MaxInt64
@@ -43,7 +31,7 @@ type keySlot struct {
 	// none). A key with a tick in flight is in neither heap.
 	sentMs int64
 	gen    uint32 // bumped when the slot is reused, so stale flights are known
-	look   uint32 // partTimers.look when its last tick was sent
+	look   uint32 // Part.look when its last tick was sent
 }
 
 // hent is a heap entry: at is never after its key's due time on the heap's
@@ -53,16 +41,16 @@ type hent struct {
 	slot int32
 }
 
-// flight is a tick in flight, oldest first in partTimers.flights.
+// flight is a tick in flight, oldest first in Part.flights.
 type flight struct {
 	slot   int32
 	gen    uint32
 	sentMs int64
 }
 
-// partTimers is the index of one partition. Its methods lock it: commits of
+// Part is the index of one partition. Its methods lock it: commits of
 // the partition's callbacks and the timer driver's looks meet here.
-type partTimers struct {
+type Part struct {
 	mu      sync.Mutex
 	slots   map[string]int32
 	keys    []keySlot
@@ -83,7 +71,7 @@ type partTimers struct {
 	look     uint32      // counts the looks (not the refills) at the partition
 }
 
-func newPartTimers() *partTimers { return &partTimers{slots: map[string]int32{}} }
+func NewPart() *Part { return &Part{slots: map[string]int32{}} }
 
 // earliest is the earliest due time per clock of timers.
 func earliest(timers []*kitpb.Timer) (due [2]int64, any bool) {
@@ -107,16 +95,16 @@ func clockOf(k kitpb.TimerKind) (int, bool) {
 	return 0, false
 }
 
-// set records that key's timers are now timers (none: the key leaves the
+// Set records that key's timers are now timers (none: the key leaves the
 // index).
-func (p *partTimers) set(key string, timers []*kitpb.Timer) {
+func (p *Part) Set(key string, timers []*kitpb.Timer) {
 	due, ok := earliest(timers)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.setLocked(key, due, ok)
 }
 
-func (p *partTimers) setLocked(key string, due [2]int64, ok bool) {
+func (p *Part) setLocked(key string, due [2]int64, ok bool) {
 	id, have := p.slots[key]
 	if !ok {
 		if have {
@@ -137,8 +125,8 @@ func (p *partTimers) setLocked(key string, due [2]int64, ok bool) {
 	}
 }
 
-// remove takes key out of the index (its value was deleted).
-func (p *partTimers) remove(key string) {
+// Remove takes key out of the index (its value was deleted).
+func (p *Part) Remove(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if id, ok := p.slots[key]; ok {
@@ -146,7 +134,7 @@ func (p *partTimers) remove(key string) {
 	}
 }
 
-func (p *partTimers) removeLocked(id int32) {
+func (p *Part) removeLocked(id int32) {
 	s := &p.keys[id]
 	for c := range 2 {
 		if s.pos[c] >= 0 {
@@ -161,7 +149,7 @@ func (p *partTimers) removeLocked(id int32) {
 	p.free = append(p.free, id)
 }
 
-func (p *partTimers) alloc(key string) int32 {
+func (p *Part) alloc(key string) int32 {
 	var id int32
 	if n := len(p.free); n > 0 {
 		id = p.free[n-1]
@@ -180,7 +168,7 @@ func (p *partTimers) alloc(key string) int32 {
 // where it is: the entry is corrected when it reaches the top (due), so the
 // common move — a key re-arming its timer on every input — costs no heap
 // work on the input's path.
-func (p *partTimers) place(id int32, c int) {
+func (p *Part) place(id int32, c int) {
 	s := &p.keys[id]
 	switch {
 	case s.due[c] == noDue && s.pos[c] >= 0:
@@ -196,14 +184,14 @@ func (p *partTimers) place(id int32, c int) {
 	}
 }
 
-// handled notes that the tick sent for key has been handled: the key is
+// Handled notes that the tick sent for key has been handled: the key is
 // looked at again (set, called with what the tick left, comes first; a key
 // whose timers all fired has left the index there). It reports whether the
 // partition should be looked at now: its last look left due keys behind and
 // its ticks in flight have fallen to half the batch, so the next batch is
 // sent while the rest of this one is still queued, and no partition's input
 // has more than a batch of ticks ahead of it.
-func (p *partTimers) handled(key string) (refill bool) {
+func (p *Part) Handled(key string) (refill bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if id, ok := p.slots[key]; ok && p.keys[id].sentMs != 0 {
@@ -217,7 +205,7 @@ func (p *partTimers) handled(key string) (refill bool) {
 }
 
 // land ends slot id's flight and puts it back in the heaps.
-func (p *partTimers) land(id int32) {
+func (p *Part) land(id int32) {
 	p.keys[id].sentMs = 0
 	p.nFlying--
 	for c := range 2 {
@@ -225,7 +213,7 @@ func (p *partTimers) land(id int32) {
 	}
 }
 
-// due takes up to budget keys due by streamMs (stream clock) and wallMs
+// Due takes up to budget keys due by streamMs (stream clock) and wallMs
 // (wall clock) out of the heaps, marks their ticks in flight at nowMs, and
 // returns them. Ticks in flight since before resendBefore count as lost
 // (sent to a previous owner of the partition, or failed) and their keys are
@@ -235,7 +223,7 @@ func (p *partTimers) land(id int32) {
 // that re-arms its timer in the past is due again at once, and would
 // otherwise fire as fast as the partition can go; it waits for the next look
 // (and so do the keys behind it), as before there were refills.
-func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int, refill bool) (keys []string, read int) {
+func (p *Part) Due(streamMs, wallMs, nowMs, resendBefore int64, batch int, refill bool) (keys []string, read int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !refill {
@@ -310,7 +298,7 @@ func (p *partTimers) due(streamMs, wallMs, nowMs, resendBefore int64, batch int,
 // batch of ticks.
 const minTimerFixes = 8000
 
-func (p *partTimers) compactFlights() {
+func (p *Part) compactFlights() {
 	kept := p.flights[:0]
 	for _, f := range p.flights {
 		if s := &p.keys[f.slot]; s.gen == f.gen && s.sentMs == f.sentMs {
@@ -322,14 +310,14 @@ func (p *partTimers) compactFlights() {
 
 // hasStream reports whether any key waits on the stream clock (so the look
 // needs the partition's stream time).
-func (p *partTimers) hasStream() bool {
+func (p *Part) hasStream() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.heaps[clockStream]) > 0
 }
 
-// size is the number of keys indexed.
-func (p *partTimers) size() int {
+// Size is the number of keys indexed.
+func (p *Part) Size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.slots)
@@ -337,7 +325,7 @@ func (p *partTimers) size() int {
 
 // less orders a clock's heap by due time, then key, so keys due together
 // are sent ticks in the same order every time.
-func (p *partTimers) less(c, i, j int) bool {
+func (p *Part) less(c, i, j int) bool {
 	h := p.heaps[c]
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
@@ -345,14 +333,14 @@ func (p *partTimers) less(c, i, j int) bool {
 	return p.keys[h[i].slot].key < p.keys[h[j].slot].key
 }
 
-func (p *partTimers) swap(c, i, j int) {
+func (p *Part) swap(c, i, j int) {
 	h := p.heaps[c]
 	h[i], h[j] = h[j], h[i]
 	p.keys[h[i].slot].pos[c] = int32(i)
 	p.keys[h[j].slot].pos[c] = int32(j)
 }
 
-func (p *partTimers) up(c, i int) bool {
+func (p *Part) up(c, i int) bool {
 	moved := false
 	for i > 0 {
 		parent := (i - 1) / 2
@@ -365,7 +353,7 @@ func (p *partTimers) up(c, i int) bool {
 	return moved
 }
 
-func (p *partTimers) down(c, i int) {
+func (p *Part) down(c, i int) {
 	n := len(p.heaps[c])
 	for {
 		l := 2*i + 1
@@ -384,7 +372,7 @@ func (p *partTimers) down(c, i int) {
 	}
 }
 
-func (p *partTimers) heapRemove(c int, at int32) {
+func (p *Part) heapRemove(c int, at int32) {
 	h := p.heaps[c]
 	i, last := int(at), len(h)-1
 	removed := h[i].slot
@@ -400,36 +388,38 @@ func (p *partTimers) heapRemove(c int, at int32) {
 	}
 }
 
-// timerIndex is a processor's due-time index: one partTimers per partition
+// Index is a processor's due-time index: one Part per partition
 // it processes.
-type timerIndex struct {
+type Index struct {
 	table string // the group table topic: only its stores are indexed
 	log   *slog.Logger
 
 	mu     sync.RWMutex
-	parts  map[int32]*partTimers
+	parts  map[int32]*Part
 	active map[int32]bool // the current assignment (Goka's rebalance callback)
 
 	// wake asks the timer driver to look at the partitions whose refill is
-	// set (timerIndex.handled); capacity 1, sent to without blocking.
+	// set (Index.handled); capacity 1, sent to without blocking.
 	wake chan struct{}
 
-	// Counters the tests and benchmarks read (Processor.TimerStats).
-	looks, refills, keysRead, ticksSent, rebuilt atomic.Int64
+	// Counters the timer driver keeps and the tests and benchmarks read
+	// (Processor.TimerStats): looks, refills, keys read by looks, ticks
+	// sent, partition indexes built.
+	Looks, Refills, KeysRead, TicksSent, Rebuilt atomic.Int64
 
-	// restore, when set, receives a recovered partition's stream time: the
+	// Restore, when set, receives a recovered partition's stream time: the
 	// highest its envelopes recorded (Envelope.stream_ms), read by the same
 	// scan, before the partition's first record.
-	restore func(p int32, ms int64)
+	Restore func(p int32, ms int64)
 }
 
-func newTimerIndex(table string, log *slog.Logger) *timerIndex {
-	return &timerIndex{table: table, log: log, parts: map[int32]*partTimers{}, active: map[int32]bool{}, wake: make(chan struct{}, 1)}
+func New(table string, log *slog.Logger) *Index {
+	return &Index{table: table, log: log, parts: map[int32]*Part{}, active: map[int32]bool{}, wake: make(chan struct{}, 1)}
 }
 
-// assigned records the partitions this instance processes from now on (a
+// Assigned records the partitions this instance processes from now on (a
 // rebalance); hot standbys are not among them and are never indexed.
-func (x *timerIndex) assigned(parts map[int32]int64) {
+func (x *Index) Assigned(parts map[int32]int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.active = make(map[int32]bool, len(parts))
@@ -438,41 +428,41 @@ func (x *timerIndex) assigned(parts map[int32]int64) {
 	}
 }
 
-func (x *timerIndex) part(p int32) *partTimers {
+func (x *Index) part(p int32) *Part {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.parts[p]
 }
 
-// partitions returns the installed partitions' indexes.
-func (x *timerIndex) partitions() map[int32]*partTimers {
+// Partitions returns the installed partitions' indexes.
+func (x *Index) Partitions() map[int32]*Part {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make(map[int32]*partTimers, len(x.parts))
+	out := make(map[int32]*Part, len(x.parts))
 	for p, pt := range x.parts {
 		out[p] = pt
 	}
 	return out
 }
 
-// set and remove keep the index of partition p after a write of key's
+// Set and Remove keep the index of partition p after a write of key's
 // envelope; a partition that is not installed is not processed here.
-func (x *timerIndex) set(p int32, key string, timers []*kitpb.Timer) {
+func (x *Index) Set(p int32, key string, timers []*kitpb.Timer) {
 	if pt := x.part(p); pt != nil {
-		pt.set(key, timers)
+		pt.Set(key, timers)
 	}
 }
 
-func (x *timerIndex) remove(p int32, key string) {
+func (x *Index) Remove(p int32, key string) {
 	if pt := x.part(p); pt != nil {
-		pt.remove(key)
+		pt.Remove(key)
 	}
 }
 
-// handled notes that the tick of key on partition p was handled, and wakes
+// Handled notes that the tick of key on partition p was handled, and wakes
 // the timer driver (without waiting) if the partition's next batch is due.
-func (x *timerIndex) handled(p int32, key string) {
-	if pt := x.part(p); pt != nil && pt.handled(key) {
+func (x *Index) Handled(p int32, key string) {
+	if pt := x.part(p); pt != nil && pt.Handled(key) {
 		pt.refill.Store(true)
 		select {
 		case x.wake <- struct{}{}:
@@ -481,9 +471,9 @@ func (x *timerIndex) handled(p int32, key string) {
 	}
 }
 
-// refillAsked reports whether a partition waits for a refill.
-func (x *timerIndex) refillAsked() bool {
-	for _, pt := range x.partitions() {
+// RefillAsked reports whether a partition waits for a refill.
+func (x *Index) RefillAsked() bool {
+	for _, pt := range x.Partitions() {
 		if pt.refill.Load() {
 			return true
 		}
@@ -491,9 +481,9 @@ func (x *timerIndex) refillAsked() bool {
 	return false
 }
 
-// storageBuilder wraps the group table's stores so each partition's index is
+// StorageBuilder wraps the group table's stores so each partition's index is
 // built from its store once it has recovered, and dropped when it closes.
-func (x *timerIndex) storageBuilder(inner storage.Builder) storage.Builder {
+func (x *Index) StorageBuilder(inner storage.Builder) storage.Builder {
 	return func(topic string, partition int32) (storage.Storage, error) {
 		st, err := inner(topic, partition)
 		if err != nil || topic != x.table {
@@ -507,14 +497,14 @@ func (x *timerIndex) storageBuilder(inner storage.Builder) storage.Builder {
 // partition's timer index when Goka marks it recovered.
 type indexedStorage struct {
 	storage.Storage
-	idx       *timerIndex
+	idx       *Index
 	partition int32
 	// mu orders the scan and Close: Goka runs MarkRecovered in a goroutine
 	// it may stop waiting for (a rebalance), and may close the store while
 	// it runs.
 	mu     sync.Mutex
 	closed bool
-	built  *partTimers
+	built  *Part
 }
 
 func (s *indexedStorage) MarkRecovered() error {
@@ -545,12 +535,12 @@ func (s *indexedStorage) MarkRecovered() error {
 	x.mu.Lock()
 	x.parts[s.partition] = pt
 	x.mu.Unlock()
-	if x.restore != nil {
-		x.restore(s.partition, pt.streamMs)
+	if x.Restore != nil {
+		x.Restore(s.partition, pt.streamMs)
 	}
 	s.built = pt
-	x.rebuilt.Add(1)
-	x.log.Debug("timer index built", "partition", s.partition, "keys_scanned", n, "keys_with_timers", pt.size())
+	x.Rebuilt.Add(1)
+	x.log.Debug("timer index built", "partition", s.partition, "keys_scanned", n, "keys_with_timers", pt.Size())
 	return nil
 }
 
@@ -574,13 +564,13 @@ func (s *indexedStorage) Close() error {
 // finds the highest stream time its envelopes recorded (pt.streamMs). It
 // reads only the envelopes' timers (field 5) and stream time (field 6), not
 // the state, cursors or outputs.
-func scanTimers(st storage.Storage) (pt *partTimers, n, bad int, err error) {
+func scanTimers(st storage.Storage) (pt *Part, n, bad int, err error) {
 	it, err := st.Iterator()
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer it.Release()
-	pt = newPartTimers()
+	pt = NewPart()
 	for it.Next() {
 		key := it.Key()
 		if string(key) == offsetStorageKey {
@@ -618,8 +608,8 @@ func envelopeDue(v []byte) (due [2]int64, ok bool, err error) {
 
 // envelopeScan is envelopeDue that also reads the envelope's stream time.
 func envelopeScan(v []byte) (due [2]int64, ok bool, streamMs int64, err error) {
-	if !enveloped(v) {
-		env, err := decodeEnvelope(v)
+	if !tablecodec.Enveloped(v) {
+		env, err := tablecodec.Decode(v)
 		if err != nil {
 			return due, false, 0, err
 		}
@@ -627,7 +617,7 @@ func envelopeScan(v []byte) (due [2]int64, ok bool, streamMs int64, err error) {
 		return due, ok, env.GetStreamMs(), nil
 	}
 	due = [2]int64{noDue, noDue}
-	b := v[len(envelopeMagic):]
+	b := v[len(tablecodec.Magic):]
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -696,3 +686,19 @@ func timerFields(b []byte) (at int64, kind kitpb.TimerKind, err error) {
 	}
 	return at, kind, nil
 }
+
+// Wake receives when a handled tick asks for a partition's next batch (see
+// Handled): the timer driver then looks at the partitions whose refill is set.
+func (x *Index) Wake() <-chan struct{} { return x.wake }
+
+// Install makes pt the index of partition p, as a recovered store does
+// (benchmarks build an index by hand).
+func (x *Index) Install(p int32, pt *Part) {
+	x.mu.Lock()
+	x.parts[p] = pt
+	x.mu.Unlock()
+}
+
+// TakeRefill reports whether a handled tick asked for this partition's next
+// batch since the last call, and clears the request.
+func (p *Part) TakeRefill() bool { return p.refill.Swap(false) }

@@ -1,4 +1,4 @@
-package group
+package boundedlog
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"github.com/fencestream/fencestream/topology"
 )
 
-// LogValueLimit is the most bytes of one attribute (or message) a log line of
+// ValueLimit is the most bytes of one attribute (or message) a log line of
 // the kit carries; longer ones are cut with topology.Excerpt. It is the
 // backstop behind the explicit excerpts of keys (topology.KeyExcerpt) and
 // dead-letter errors: an error from Goka or sarama may quote a record's key
 // ("could not commit message with key '…'"), and a record's key or value may
 // be a megabyte. A handler panic's stack fits.
-const LogValueLimit = 16 << 10
+const ValueLimit = 16 << 10
 
-// BoundedLogger is l with every string, error and formatted attribute, and
-// the message, cut to LogValueLimit bytes: no log line carries an unbounded
+// New is l with every string, error and formatted attribute, and
+// the message, cut to ValueLimit bytes: no log line carries an unbounded
 // key or value (DESIGN rule 19). The kit wraps the logger each group is given.
-func BoundedLogger(l *slog.Logger) *slog.Logger {
+func New(l *slog.Logger) *slog.Logger {
 	if _, ok := l.Handler().(boundedHandler); ok {
 		return l
 	}
@@ -31,7 +31,7 @@ type boundedHandler struct{ h slog.Handler }
 func (b boundedHandler) Enabled(ctx context.Context, l slog.Level) bool { return b.h.Enabled(ctx, l) }
 
 func (b boundedHandler) Handle(ctx context.Context, r slog.Record) error {
-	nr := slog.NewRecord(r.Time, r.Level, topology.Excerpt(r.Message, LogValueLimit), r.PC)
+	nr := slog.NewRecord(r.Time, r.Level, topology.Excerpt(r.Message, ValueLimit), r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		nr.AddAttrs(boundAttr(a))
 		return true
@@ -51,15 +51,15 @@ func (b boundedHandler) WithGroup(name string) slog.Handler {
 	return boundedHandler{b.h.WithGroup(name)}
 }
 
-// boundAttr is a with its value cut to LogValueLimit. Values of other kinds
+// boundAttr is a with its value cut to ValueLimit. Values of other kinds
 // than strings are formatted only when they are errors or of a kind a
 // handler formats with fmt (slog.KindAny).
 func boundAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		if s := v.String(); len(s) > LogValueLimit {
-			return slog.String(a.Key, topology.Excerpt(s, LogValueLimit))
+		if s := v.String(); len(s) > ValueLimit {
+			return slog.String(a.Key, topology.Excerpt(s, ValueLimit))
 		}
 	case slog.KindGroup:
 		g := v.Group()
@@ -80,8 +80,8 @@ func boundAttr(a slog.Attr) slog.Attr {
 		default:
 			s = fmt.Sprint(x)
 		}
-		if len(s) > LogValueLimit {
-			return slog.String(a.Key, topology.Excerpt(s, LogValueLimit))
+		if len(s) > ValueLimit {
+			return slog.String(a.Key, topology.Excerpt(s, ValueLimit))
 		}
 	}
 	return slog.Attr{Key: a.Key, Value: v}

@@ -1,4 +1,4 @@
-package group
+package view
 
 import (
 	"context"
@@ -16,7 +16,10 @@ import (
 	"github.com/lovoo/goka/tester"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/kafka"
+	"github.com/fencestream/fencestream/processors/group/internal/statedir"
 	"github.com/fencestream/fencestream/processors/group/statestore"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"
@@ -25,7 +28,7 @@ import (
 // View is a typed, read-only, local copy of a group table, hashed with the pinned
 // partitioner so Get finds keys written by any Java-compatible producer.
 //
-// By default it is a Goka view of every partition. With ViewPartitions it is
+// By default it is a Goka view of every partition. With Partitions it is
 // the kit's partial view: the same table topic, codec and store, read for the
 // listed partitions only (see partialView).
 type View[M any, PM codecs.Message[M]] struct {
@@ -40,7 +43,7 @@ type View[M any, PM codecs.Message[M]] struct {
 	// when a partition moves from its initial recovery to catching up forever
 	// (Running → Connecting → Running), though its data stays readable.
 	recovered atomic.Bool
-	// fresh confirms with the broker how current the copy is (viewfresh.go;
+	// fresh confirms with the broker how current the copy is (fresh.go;
 	// nil under the tester).
 	fresh      *freshness
 	cl         cluster.Config
@@ -59,12 +62,12 @@ type viewBackend interface {
 	Connected() bool
 }
 
-// ViewOpt configures NewView. Every option overrides one default of
-// defaultViewConfig, which its doc names; viewConfig.validate checks them
+// Opt configures New. Every option overrides one default of
+// defaultConfig, which its doc names; config.validate checks them
 // together before anything is built.
-type ViewOpt func(*viewConfig)
+type Opt func(*config)
 
-type viewConfig struct {
+type config struct {
 	tester     *tester.Tester
 	stateDir   string
 	storage    statestore.Kind
@@ -74,53 +77,53 @@ type viewConfig struct {
 	freshEvery time.Duration
 }
 
-// defaultViewConfig is the one place the view's defaults are written: Goka's
+// defaultConfig is the one place the view's defaults are written: Goka's
 // view of every partition from a broker, in memory. The store's kind, when
-// ViewStorage does not choose it, follows ViewStateDir (storageBuilder).
-func defaultViewConfig() viewConfig { return viewConfig{freshEvery: DefaultViewFreshnessCheck} }
+// Storage does not choose it, follows StateDir (storageBuilder).
+func defaultConfig() config { return config{freshEvery: DefaultFreshnessCheck} }
 
-// ViewTester reads from Goka's tester instead of a broker (default: a broker).
-func ViewTester(tt *tester.Tester) ViewOpt { return func(c *viewConfig) { c.tester = tt } }
+// Tester reads from Goka's tester instead of a broker (default: a broker).
+func Tester(tt *tester.Tester) Opt { return func(c *config) { c.tester = tt } }
 
-// ViewStateDir keeps the view's copy in the kit's store (ViewStorage, default
+// StateDir keeps the view's copy in the kit's store (Storage, default
 // statestore.Default) under dir/<table>, tied to the broker's cluster as a
 // group's state directory is, so a restart catches up from the stored offsets
 // instead of rebuilding (default: in memory, rebuilt at every start). Views
 // of different tables may share dir.
-func ViewStateDir(dir string) ViewOpt { return func(c *viewConfig) { c.stateDir = dir } }
+func StateDir(dir string) Opt { return func(c *config) { c.stateDir = dir } }
 
-// ViewStorage chooses the view's local store (default statestore.Default with
-// ViewStateDir, statestore.Memory without). Every kind is linear in the table
+// Storage chooses the view's local store (default statestore.Default with
+// StateDir, statestore.Memory without). Every kind is linear in the table
 // size; Goka's own memory storage, sorting its keys on every insert, is not
 // used.
-func ViewStorage(kind statestore.Kind) ViewOpt { return func(c *viewConfig) { c.storage = kind } }
+func Storage(kind statestore.Kind) Opt { return func(c *config) { c.storage = kind } }
 
-// ViewPartitions makes the view hold only the given partitions of the table
+// Partitions makes the view hold only the given partitions of the table
 // (default: every partition, through Goka). Such a view is the kit's own:
 // it consumes the listed partitions without a consumer group into the same
 // store and offsets a full view keeps (so a state directory serves either),
 // and Get of a key on another partition answers a *NotHeldError.
-func ViewPartitions(ps ...int32) ViewOpt {
-	return func(c *viewConfig) { c.partitions = slices.Clone(ps); c.partial = true }
+func Partitions(ps ...int32) Opt {
+	return func(c *config) { c.partitions = slices.Clone(ps); c.partial = true }
 }
 
-func (c *viewConfig) validate() error {
+func (c *config) validate() error {
 	if c.partial {
 		if c.tester != nil {
-			return errors.New("ViewPartitions: it reads a broker, so it cannot be used with ViewTester")
+			return errors.New("Partitions: it reads a broker, so it cannot be used with Tester")
 		}
 		if len(c.partitions) == 0 {
-			return errors.New("ViewPartitions: no partitions")
+			return errors.New("Partitions: no partitions")
 		}
 		for _, p := range c.partitions {
 			if p < 0 {
-				return fmt.Errorf("ViewPartitions: partition %d is negative", p)
+				return fmt.Errorf("Partitions: partition %d is negative", p)
 			}
 		}
 	}
 	if c.storage != "" {
 		if _, err := statestore.ParseKind(string(c.storage)); err != nil {
-			return fmt.Errorf("ViewStorage: %w", err)
+			return fmt.Errorf("Storage: %w", err)
 		}
 	}
 	return nil
@@ -128,7 +131,7 @@ func (c *viewConfig) validate() error {
 
 // storageBuilder is the store of table: the chosen kind under
 // stateDir/table, claimed for the broker's cluster, or in memory.
-func (c *viewConfig) storageBuilder(cl cluster.Config, table string) (storage.Builder, error) {
+func (c *config) storageBuilder(cl cluster.Config, table string) (storage.Builder, error) {
 	kind := c.storage
 	if kind == "" {
 		kind = statestore.Memory
@@ -140,11 +143,11 @@ func (c *viewConfig) storageBuilder(cl cluster.Config, table string) (storage.Bu
 		return statestore.Builder(kind, "")
 	}
 	if c.stateDir == "" {
-		return nil, fmt.Errorf("storage %s needs a state directory (ViewStateDir)", kind)
+		return nil, fmt.Errorf("storage %s needs a state directory (StateDir)", kind)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := clusterID(ctx, cl)
+	id, err := kafka.ClusterID(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +156,7 @@ func (c *viewConfig) storageBuilder(cl cluster.Config, table string) (storage.Bu
 	if err != nil {
 		return nil, err
 	}
-	err = claimStateDir(dir, id)
+	err = statedir.Claim(dir, id)
 	_ = lock.Release()
 	if err != nil {
 		return nil, err
@@ -172,9 +175,9 @@ const (
 	viewCache    = 16 << 20
 )
 
-// NewView builds a view of table whose values are *M.
-func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts ...ViewOpt) (*View[M, PM], error) {
-	cfg := defaultViewConfig()
+// New builds a view of table whose values are *M.
+func New[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts ...Opt) (*View[M, PM], error) {
+	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -186,13 +189,13 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 		if err != nil {
 			return nil, fmt.Errorf("view %s: %w", table, err)
 		}
-		pv, err := newPartialView(cl, table, cfg.partitions, sb, envelopeCodec[M, PM]{})
+		pv, err := newPartialView(cl, table, cfg.partitions, sb, tablecodec.Codec[M, PM]{})
 		if err != nil {
 			return nil, fmt.Errorf("view %s: %w", table, err)
 		}
 		return &View[M, PM]{b: pv, table: table, dir: cfg.lockDir, fresh: &freshness{}, cl: cl, freshEvery: cfg.freshEvery}, nil
 	}
-	vopts := []goka.ViewOption{goka.WithViewLogger(gokaLogger{l: discardLogger()})}
+	vopts := []goka.ViewOption{goka.WithViewLogger(kafka.Logger{L: kafka.Discard()})}
 	brokers := cl.Brokers
 	if cfg.tester != nil {
 		vopts = append(vopts, goka.WithViewTester(cfg.tester))
@@ -207,14 +210,14 @@ func NewView[M any, PM codecs.Message[M]](cl cluster.Config, table string, opts 
 			return nil, fmt.Errorf("view %s: %w", table, err)
 		}
 		vopts = append(vopts,
-			goka.WithViewConsumerSaramaBuilder(SaramaConsumerBuilder(sc)),
-			goka.WithViewTopicManagerBuilder(TopicManagerBuilder(sc)),
+			goka.WithViewConsumerSaramaBuilder(kafka.SaramaConsumerBuilder(sc)),
+			goka.WithViewTopicManagerBuilder(kafka.TopicManagerBuilder(sc)),
 			goka.WithViewAutoReconnect(),
 			goka.WithViewStorageBuilder(sb),
 		)
 	}
 	vopts = append(vopts, topology.GokaViewHasher()) // last: nothing overrides it
-	v, err := goka.NewView(brokers, goka.Table(table), envelopeCodec[M, PM]{}, vopts...)
+	v, err := goka.NewView(brokers, goka.Table(table), tablecodec.Codec[M, PM]{}, vopts...)
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", table, err)
 	}
@@ -321,7 +324,7 @@ func (v *View[M, PM]) get(key string) (PM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view %s: %w", v.table, err)
 	}
-	msg, err := StateOf[M, PM](raw)
+	msg, err := tablecodec.StateOf[M, PM](raw)
 	if err != nil {
 		return nil, fmt.Errorf("view %s key %q: %w", v.table, key, err)
 	}
@@ -338,7 +341,7 @@ func (v *View[M, PM]) each(fn func(key string, value PM) bool) error {
 		return ErrNotRecovered
 	}
 	err := v.b.Each(func(key string, raw any) bool {
-		msg, err := StateOf[M, PM](raw)
+		msg, err := tablecodec.StateOf[M, PM](raw)
 		if err != nil || msg == nil {
 			return true
 		}

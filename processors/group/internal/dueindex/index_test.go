@@ -1,10 +1,7 @@
-package group
+package dueindex
 
 import (
-	"context"
 	"fmt"
-	"hash"
-	"log/slog"
 	"math/rand/v2"
 	goruntime "runtime"
 	"slices"
@@ -12,18 +9,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-	"github.com/lovoo/goka"
-
-	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/statestore"
+	"github.com/fencestream/fencestream/processors/group/tablecodec"
 )
 
 // model is what the index must agree with: each key's timers.
 type model map[string][]*kitpb.Timer
 
-func (m model) due(streamMs, wallMs int64) []string {
+// isDue is when the kit fires a timer (timers.go's isDue): its clock has
+// reached it.
+func isDue(t *kitpb.Timer, streamMs, wallMs int64) bool {
+	switch t.GetKind() {
+	case kitpb.TimerKind_TIMER_KIND_STREAM:
+		return t.GetAtMs() <= streamMs
+	case kitpb.TimerKind_TIMER_KIND_WALL:
+		return t.GetAtMs() <= wallMs
+	}
+	return false
+}
+
+func (m model) Due(streamMs, wallMs int64) []string {
 	var out []string
 	for k, ts := range m {
 		for _, t := range ts {
@@ -38,38 +44,38 @@ func (m model) due(streamMs, wallMs int64) []string {
 }
 
 // The index against a model under random sets, moves, cancels, removals and
-// looks: a look returns exactly the keys with a due timer (each once until
+// Looks: a look returns exactly the keys with a due timer (each once until
 // its tick is handled), and a lost tick is sent again.
 func TestTimerIndexAgreesWithTheTimers(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	pt, m := newPartTimers(), model{}
+	pt, m := NewPart(), model{}
 	for round := range 2000 {
 		for range 20 {
 			k := fmt.Sprintf("k%d", r.IntN(200))
 			switch r.IntN(5) {
 			case 0:
-				pt.remove(k)
+				pt.Remove(k)
 				delete(m, k)
 			case 1:
-				pt.set(k, nil)
+				pt.Set(k, nil)
 				delete(m, k)
 			default:
 				var ts []*kitpb.Timer
 				for i := range r.IntN(3) + 1 {
 					ts = append(ts, &kitpb.Timer{Name: fmt.Sprint(i), AtMs: int64(r.IntN(1000)), Kind: kitpb.TimerKind(1 + r.IntN(2))})
 				}
-				pt.set(k, ts)
+				pt.Set(k, ts)
 				m[k] = ts
 			}
 		}
 		streamMs, wallMs := int64(r.IntN(1000)), int64(r.IntN(1000))
-		got, read := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30, false)
+		got, read := pt.Due(streamMs, wallMs, int64(round+1), 0, 1<<30, false)
 		slices.Sort(got)
-		want := m.due(streamMs, wallMs)
+		want := m.Due(streamMs, wallMs)
 		if !slices.Equal(got, want) || read != len(want) {
 			t.Fatalf("round %d: due %v (read %d), want %v", round, got, read, want)
 		}
-		if again, _ := pt.due(streamMs, wallMs, int64(round+1), 0, 1<<30, false); len(again) != 0 {
+		if again, _ := pt.Due(streamMs, wallMs, int64(round+1), 0, 1<<30, false); len(again) != 0 {
 			t.Fatalf("round %d: ticks in flight sent again at once: %v", round, again)
 		}
 		// Half the ticks are handled (the handler fires the due timers);
@@ -80,41 +86,41 @@ func TestTimerIndexAgreesWithTheTimers(t *testing.T) {
 			}
 			kept := slices.DeleteFunc(slices.Clone(m[k]), func(t *kitpb.Timer) bool { return isDue(t, streamMs, wallMs) })
 			m[k] = kept
-			pt.set(k, kept)
-			pt.handled(k)
+			pt.Set(k, kept)
+			pt.Handled(k)
 			if len(kept) == 0 {
 				delete(m, k)
 			}
 		}
-		lost, _ := pt.due(streamMs, wallMs, int64(round+2), int64(round+1), 1<<30, false)
+		lost, _ := pt.Due(streamMs, wallMs, int64(round+2), int64(round+1), 1<<30, false)
 		slices.Sort(lost)
-		if want := m.due(streamMs, wallMs); !slices.Equal(lost, want) {
+		if want := m.Due(streamMs, wallMs); !slices.Equal(lost, want) {
 			t.Fatalf("round %d: resent %v, want %v", round, lost, want)
 		}
 		for _, k := range lost {
-			pt.handled(k)
+			pt.Handled(k)
 		}
-		if pt.size() != len(m) {
-			t.Fatalf("round %d: index holds %d keys, model %d", round, pt.size(), len(m))
+		if pt.Size() != len(m) {
+			t.Fatalf("round %d: index holds %d keys, model %d", round, pt.Size(), len(m))
 		}
 	}
 }
 
 func TestTimerIndexBatchBoundsTicksInFlight(t *testing.T) {
-	pt := newPartTimers()
+	pt := NewPart()
 	for i := range 10 {
-		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+		pt.Set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
 	}
-	first, _ := pt.due(0, 100, 1, 0, 4, false)
+	first, _ := pt.Due(0, 100, 1, 0, 4, false)
 	if len(first) != 4 {
 		t.Fatalf("first look sent %d, batch 4", len(first))
 	}
-	if more, _ := pt.due(0, 100, 1, 0, 4, false); len(more) != 0 {
+	if more, _ := pt.Due(0, 100, 1, 0, 4, false); len(more) != 0 {
 		t.Fatalf("sent %v with 4 in flight", more)
 	}
-	pt.handled(first[0])
-	pt.set(first[0], nil)
-	if more, _ := pt.due(0, 100, 1, 0, 4, false); len(more) != 1 || more[0] != "4" {
+	pt.Handled(first[0])
+	pt.Set(first[0], nil)
+	if more, _ := pt.Due(0, 100, 1, 0, 4, false); len(more) != 1 || more[0] != "4" {
 		t.Fatalf("after one handled: %v, want [4]", more)
 	}
 }
@@ -125,7 +131,7 @@ func TestEnvelopeDueReadsOnlyTheTimers(t *testing.T) {
 		Sent:    []*kitpb.Sent{{Topic: "in", Partition: 3, Seq: 9, Outputs: []*kitpb.Output{{Topic: "out", Key: "k", Value: []byte("v")}}}},
 		Timers: []*kitpb.Timer{{Name: "a", AtMs: 50, Kind: kitpb.TimerKind_TIMER_KIND_STREAM}, {Name: "b", AtMs: 20, Kind: kitpb.TimerKind_TIMER_KIND_STREAM},
 			{Name: "c", AtMs: 70, Kind: kitpb.TimerKind_TIMER_KIND_WALL}}}
-	b, err := encodeEnvelope(env)
+	b, err := tablecodec.Encode(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,28 +142,31 @@ func TestEnvelopeDueReadsOnlyTheTimers(t *testing.T) {
 	if _, ok, err := envelopeDue([]byte("bare state")); err != nil || ok {
 		t.Fatalf("bare state: ok %v err %v", ok, err)
 	}
-	if _, _, err := envelopeDue(append(append([]byte(nil), envelopeMagic...), 0xff)); err == nil {
+	if _, _, err := envelopeDue(append(append([]byte(nil), tablecodec.Magic...), 0xff)); err == nil {
 		t.Fatal("a broken envelope read without error")
 	}
 }
 
 // benchIndex is a partition index of n keys, each with one stream timer not
 // due before an hour (a fleet of devices each waiting for its silence).
-func benchIndex(n int) *partTimers {
-	pt := newPartTimers()
+func benchIndex(n int) *Part {
+	pt := NewPart()
 	for i := range n {
-		pt.set(fmt.Sprintf("device-%07d", i), []*kitpb.Timer{{Name: "silence", AtMs: time.Hour.Milliseconds() + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}})
+		pt.Set(fmt.Sprintf("device-%07d", i), []*kitpb.Timer{{Name: "silence", AtMs: time.Hour.Milliseconds() + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}})
 	}
 	return pt
 }
 
 const benchKeys = 1_000_000
 
+// batch is the kit's DefaultTimerBatch: one look's ticks per partition.
+const batch = 256
+
 // BenchmarkTimerIndex: the due-time index at 1,000,000 keys with a timer each.
 //   - idle-look: a look with nothing due (what every TimerInterval costs);
 //   - move: one key's timer moved (what a ping that re-arms its silence
 //     timer adds to its commit);
-//   - burst-look: one look's batch (DefaultTimerBatch ticks) out of
+//   - burst-look: one look's batch (batch ticks) out of
 //     1,000,000 due at once, the longest the look holds a partition's index;
 //   - rebuild: building the index from a store (per key), at assignment.
 //
@@ -167,7 +176,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 		pt := benchIndex(benchKeys)
 		c0 := cpuNs(b)
 		for b.Loop() {
-			if keys, _ := pt.due(0, 0, 1, 0, DefaultTimerBatch, false); len(keys) != 0 {
+			if keys, _ := pt.Due(0, 0, 1, 0, batch, false); len(keys) != 0 {
 				b.Fatal("due")
 			}
 		}
@@ -185,7 +194,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 		c0 := cpuNs(b)
 		for b.Loop() {
 			ts[0].AtMs = 2*time.Hour.Milliseconds() + int64(i)
-			pt.set(keys[i&(len(keys)-1)], ts)
+			pt.Set(keys[i&(len(keys)-1)], ts)
 			i++
 		}
 		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N), "cpu-ns/op")
@@ -196,18 +205,18 @@ func BenchmarkTimerIndex(b *testing.B) {
 		var sent []string
 		var cpu int64
 		for b.Loop() {
-			if len(sent) == 0 || pt.size() == 0 {
+			if len(sent) == 0 || pt.Size() == 0 {
 				b.StopTimer()
 				pt = benchIndex(benchKeys)
 				b.StartTimer()
 			}
 			b.StopTimer()
 			for _, k := range sent { // the previous batch was handled
-				pt.set(k, nil)
+				pt.Set(k, nil)
 			}
 			b.StartTimer()
 			c0 := cpuNs(b)
-			sent, _ = pt.due(now, now, now, 0, DefaultTimerBatch, false)
+			sent, _ = pt.Due(now, now, now, 0, batch, false)
 			cpu += cpuNs(b) - c0
 		}
 		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
@@ -223,7 +232,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 		}
 		const n = 100_000
 		for i := range n {
-			v, _ := encodeEnvelope(&kitpb.Envelope{State: make([]byte, 94), HasState: true,
+			v, _ := tablecodec.Encode(&kitpb.Envelope{State: make([]byte, 94), HasState: true,
 				Cursors: []*kitpb.Cursor{{Topic: "pings", Partition: 1, Offset: int64(i), Seq: uint64(i), Recent: make([]uint64, 31)}},
 				Timers:  []*kitpb.Timer{{Name: "silence", AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}})
 			if err := st.Set(fmt.Sprintf("device-%07d", i), v); err != nil {
@@ -232,7 +241,7 @@ func BenchmarkTimerIndex(b *testing.B) {
 		}
 		c0 := cpuNs(b)
 		for b.Loop() {
-			if pt, _, _, err := scanTimers(st); err != nil || pt.size() != n {
+			if pt, _, _, err := scanTimers(st); err != nil || pt.Size() != n {
 				b.Fatal(err)
 			}
 		}
@@ -262,109 +271,19 @@ func cpuNs(b *testing.B) int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-// countingProducer is a producer that only counts what it is given.
-type countingProducer struct{ n int }
-
-func (p *countingProducer) Emit(topic, key string, value []byte) *goka.Promise {
-	return p.EmitWithHeaders(topic, key, value, nil)
-}
-
-func (p *countingProducer) EmitWithHeaders(string, string, []byte, goka.Headers) *goka.Promise {
-	p.n++
-	_, finish := goka.NewPromiseWithFinisher()
-	return finish(&sarama.ProducerMessage{}, nil)
-}
-
-func (p *countingProducer) Close() error { return nil }
-
-// benchProcessor is a processor's timer driver over 24 partitions holding
-// keys keys with a timer each, sending its ticks to prod.
-func benchProcessor(b *testing.B, keys int, prod *countingProducer) *Processor {
-	b.Helper()
-	const parts = 24
-	x := newTimerIndex("bench-table", slog.New(slog.DiscardHandler))
-	for p := range int32(parts) {
-		pt := newPartTimers()
-		for i := p; i < int32(keys); i += parts {
-			pt.set(fmt.Sprintf("device-%07d", i), []*kitpb.Timer{{Name: "silence", AtMs: time.Hour.Milliseconds() + int64(i), Kind: kitpb.TimerKind_TIMER_KIND_STREAM}})
-		}
-		x.parts[p] = pt
-	}
-	em, err := goka.NewEmitter(nil, "bench-timers", codecs.For[kitpb.Tick](), goka.WithEmitterProducerBuilder(func([]string, string, func() hash.Hash32) (goka.Producer, error) { return prod, nil }))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wall time.Time
-	return &Processor{name: "bench", log: x.log, timers: &timerDriver{name: "bench", every: time.Second, batch: DefaultTimerBatch, idx: x, log: x.log, emitter: em,
-		now:       func() time.Time { return wall },
-		streamNow: func(int32, time.Time) int64 { return 0 }}}
-}
-
-// BenchmarkFireTimers is a whole look (FireTimers) of a processor holding
-// 1,000,000 keys with a timer each over 24 partitions: idle, nothing due
-// (what the processor spends every TimerInterval while its fleet is quiet);
-// and burst, all due at once, one look's batches (24 × DefaultTimerBatch
-// ticks), each batch handled before the next look. cpu-ns/op is the
-// process's CPU time per look, which a loaded machine does not inflate.
-func BenchmarkFireTimers(b *testing.B) {
-	b.Run("idle", func(b *testing.B) {
-		prod := &countingProducer{}
-		p := benchProcessor(b, benchKeys, prod)
-		c0 := cpuNs(b)
-		for b.Loop() {
-			if err := p.FireTimers(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(cpuNs(b)-c0)/float64(b.N), "cpu-ns/op")
-		if prod.n != 0 {
-			b.Fatalf("%d ticks sent", prod.n)
-		}
-	})
-	b.Run("burst", func(b *testing.B) {
-		prod := &countingProducer{}
-		p := benchProcessor(b, benchKeys, prod)
-		p.timers.streamNow = func(int32, time.Time) int64 { return 3 * time.Hour.Milliseconds() }
-		var cpu int64
-		for b.Loop() {
-			c0 := cpuNs(b)
-			if err := p.FireTimers(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			cpu += cpuNs(b) - c0
-			b.StopTimer()
-			// The ticks are handled: their keys fire and leave the index.
-			for _, pt := range p.timers.idx.partitions() {
-				for _, f := range pt.flights {
-					if s := pt.keys[f.slot]; s.sentMs == f.sentMs && s.gen == f.gen {
-						pt.set(s.key, nil)
-					}
-				}
-			}
-			if p.TimerStats().Indexed == 0 {
-				p = benchProcessor(b, benchKeys, prod)
-				p.timers.streamNow = func(int32, time.Time) int64 { return 3 * time.Hour.Milliseconds() }
-			}
-			b.StartTimer()
-		}
-		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
-		b.ReportMetric(float64(prod.n)/float64(b.N), "ticks/op")
-	})
-}
-
 // A handled tick asks for the partition's next batch once half of the batch
 // is handled and only if the last look left due keys behind: one wake per
 // batch, and none when nothing more is due (no wake loop while idle).
 func TestTimerIndexAsksForARefillAtHalfTheBatch(t *testing.T) {
-	pt := newPartTimers()
+	pt := NewPart()
 	for i := range 6 {
-		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+		pt.Set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
 	}
 	handle := func(key string) bool { // as a tick's commit does: set, then handled
-		pt.set(key, nil)
-		return pt.handled(key)
+		pt.Set(key, nil)
+		return pt.Handled(key)
 	}
-	first, _ := pt.due(0, 100, 1, 0, 4, false)
+	first, _ := pt.Due(0, 100, 1, 0, 4, false)
 	if len(first) != 4 {
 		t.Fatalf("first look sent %d, batch 4", len(first))
 	}
@@ -377,7 +296,7 @@ func TestTimerIndexAsksForARefillAtHalfTheBatch(t *testing.T) {
 	if handle(first[2]) {
 		t.Fatal("a second refill asked for before the first was served")
 	}
-	next, _ := pt.due(0, 100, 1, 0, 4, true) // the refill: 1 in flight, 2 due
+	next, _ := pt.Due(0, 100, 1, 0, 4, true) // the refill: 1 in flight, 2 due
 	if len(next) != 2 || next[0] != "4" || next[1] != "5" {
 		t.Fatalf("the refill sent %v, want [4 5]", next)
 	}
@@ -386,27 +305,42 @@ func TestTimerIndexAsksForARefillAtHalfTheBatch(t *testing.T) {
 			t.Fatalf("a refill asked for on handling %s with nothing more due", key)
 		}
 	}
-	if pt.size() != 0 || pt.nFlying != 0 {
-		t.Fatalf("index holds %d keys, %d in flight; want none", pt.size(), pt.nFlying)
+	if pt.Size() != 0 || pt.nFlying != 0 {
+		t.Fatalf("index holds %d keys, %d in flight; want none", pt.Size(), pt.nFlying)
 	}
 
 	// A handler that re-arms its timer in the past is due again at once: a
 	// refill does not send it again, the next look does.
 	for i := range 4 {
-		pt.set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
+		pt.Set(fmt.Sprint(i), []*kitpb.Timer{{AtMs: int64(i), Kind: kitpb.TimerKind_TIMER_KIND_WALL}})
 	}
-	first, _ = pt.due(0, 100, 1, 0, 2, false)
+	first, _ = pt.Due(0, 100, 1, 0, 2, false)
 	past := []*kitpb.Timer{{AtMs: -1, Kind: kitpb.TimerKind_TIMER_KIND_WALL}}
-	pt.set(first[0], past)
-	if !pt.handled(first[0]) {
+	pt.Set(first[0], past)
+	if !pt.Handled(first[0]) {
 		t.Fatal("no refill asked for with 1 of 2 in flight and 2 keys due")
 	}
-	pt.set(first[1], past)
-	pt.handled(first[1])
-	if next, _ := pt.due(0, 100, 1, 0, 2, true); len(next) != 0 {
+	pt.Set(first[1], past)
+	pt.Handled(first[1])
+	if next, _ := pt.Due(0, 100, 1, 0, 2, true); len(next) != 0 {
 		t.Fatalf("the refill sent %v: keys it sent since the last look", next)
 	}
-	if next, _ := pt.due(0, 100, 1, 0, 2, false); len(next) != 2 || next[0] != first[0] {
+	if next, _ := pt.Due(0, 100, 1, 0, 2, false); len(next) != 2 || next[0] != first[0] {
 		t.Fatalf("the next look sent %v, want the re-armed keys first", next)
+	}
+}
+
+// The scan that builds a partition's index reads each envelope's stream time
+// too (field 6), without decoding the rest; the kit restores a partition's
+// clock from it.
+func TestScanReadsTheEnvelopesStreamTime(t *testing.T) {
+	b, err := tablecodec.Encode(&kitpb.Envelope{State: []byte("s"), HasState: true, StreamMs: 1234,
+		Timers: []*kitpb.Timer{{Name: "a", AtMs: 20, Kind: kitpb.TimerKind_TIMER_KIND_STREAM}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, ok, ms, err := envelopeScan(b)
+	if err != nil || !ok || due[0] != 20 || ms != 1234 {
+		t.Fatalf("due %v ok %v stream %d err %v; want 20, true, 1234", due, ok, ms, err)
 	}
 }

@@ -1,4 +1,4 @@
-package group_test
+package view_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	protov2 "google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/internal/testpb"
+	"github.com/fencestream/fencestream/processors/group/view"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -23,7 +23,7 @@ const (
 	viewParts = 4
 )
 
-type deviceView = group.View[testpb.DeviceState, *testpb.DeviceState]
+type deviceView = view.View[testpb.DeviceState, *testpb.DeviceState]
 
 // viewBroker starts a broker with a compacted table topic.
 func viewBroker(t *testing.T) (cluster.Config, *kgo.Client) {
@@ -135,17 +135,17 @@ func TestViewRestartIsWarm(t *testing.T) {
 	all := []int32{0, 1, 2, 3}
 	cases := []struct {
 		name        string
-		first, next []group.ViewOpt
+		first, next []view.Opt
 	}{
 		{"goka view", nil, nil},
-		{"partial view", []group.ViewOpt{group.ViewPartitions(all...)}, []group.ViewOpt{group.ViewPartitions(all...)}},
-		{"goka then partial", nil, []group.ViewOpt{group.ViewPartitions(all...)}},
+		{"partial view", []view.Opt{view.Partitions(all...)}, []view.Opt{view.Partitions(all...)}},
+		{"goka then partial", nil, []view.Opt{view.Partitions(all...)}},
 	}
 	written := n
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			v1, err := group.NewView[testpb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.first...)...)
+			v1, err := view.New[testpb.DeviceState](cl, viewTable, append([]view.Opt{view.StateDir(dir)}, tc.first...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func TestViewRestartIsWarm(t *testing.T) {
 
 			produceDevices(t, kc, written, written+more)
 			written += more
-			v2, err := group.NewView[testpb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.next...)...)
+			v2, err := view.New[testpb.DeviceState](cl, viewTable, append([]view.Opt{view.StateDir(dir)}, tc.next...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestViewWithoutStateDirRebuilds(t *testing.T) {
 	cl, kc := viewBroker(t)
 	produceDevices(t, kc, 0, n)
 	for range 2 {
-		v, err := group.NewView[testpb.DeviceState](cl, viewTable)
+		v, err := view.New[testpb.DeviceState](cl, viewTable)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestPartialViewHoldsItsPartitions(t *testing.T) {
 	const n = 200
 	cl, kc := viewBroker(t)
 	produceDevices(t, kc, 0, n)
-	v, err := group.NewView[testpb.DeviceState](cl, viewTable, group.ViewPartitions(1, 3))
+	v, err := view.New[testpb.DeviceState](cl, viewTable, view.Partitions(1, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestPartialViewHoldsItsPartitions(t *testing.T) {
 		key := fmt.Sprintf("dev-%d", i)
 		p := topology.PartitionFor(key, viewParts)
 		st, err := v.Get(key)
-		var nh *group.NotHeldError
+		var nh *view.NotHeldError
 		switch {
 		case p == 1 || p == 3:
 			held++
