@@ -69,10 +69,10 @@ type node struct {
 	label    string
 	parents  []*node
 	children []*node
-	topic    string     // a source's topic
-	table    *stateful  // a table's aggregation
-	typ      string     // the value message's full name
-	rekeyed  bool       // an operator on the way may have changed the key
+	topic    string    // a source's topic
+	table    *stateful // a table's aggregation
+	typ      string    // the value message's full name
+	rekeyed  bool      // an operator on the way may have changed the key
 	step     func(r *run, key string, v any, next func(key string, v any) error) error
 	term     *terminal
 	groups   map[string]bool

@@ -3,7 +3,6 @@ package streams_test
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -60,7 +59,9 @@ func Example_wordCount() {
 		fmt.Println(err)
 		return
 	}
-	d := streamstest.New(&testing.T{}, app, time.Unix(0, 0))
+	t := &exampleT{}
+	defer t.done()
+	d := streamstest.New(t, app, time.Unix(0, 0))
 	lines := streamstest.InputTopic[wrapperspb.StringValue](d, "lines")
 	out := streamstest.OutputTopic[wrapperspb.Int64Value](d, "word-counts")
 	for i, l := range []string{"all streams lead to kafka", "hello kafka streams", "join kafka summit"} {
@@ -81,4 +82,64 @@ func Example_wordCount() {
 	// join 1
 	// kafka 3
 	// summit 1
+}
+
+// Describe shows each group, what it reads and writes, and the boundary the
+// re-key crosses.
+func ExampleApp_Describe() {
+	app, _, err := wordCount(wordTopology())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(app.Describe())
+	// Output:
+	// App wordcount (topology quickstart)
+	//   Group wordcount: reads lines; writes words; table wordcount-table
+	//     Source lines (key line, google.protobuf.StringValue)
+	//       --> flatMapValues
+	//         --> selectKey
+	//           --> write words across the boundary below (re-key)
+	//   Group word-counts: reads words; writes word-counts; table word-counts-table
+	//     Source words (key word, google.protobuf.StringValue)
+	//       --> count -> table word-counts-table
+	//     Table word-counts-table (google.protobuf.Int64Value), on each update
+	//       --> write word-counts
+	//   Boundaries
+	//     lines -> words (key line -> word), in group wordcount
+	//       keeps: the order of one line's words
+	//       loses: order between lines: a word's occurrences arrive from every line partition, interleaved
+	//       lag: a word is counted one hop after its line is read
+}
+
+func ExampleApp_Mermaid() {
+	app, _, err := wordCount(wordTopology())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(app.Mermaid())
+	// Output:
+	// flowchart LR
+	//   t_lines[("lines")]
+	//   t_words[("words")]
+	//   t_word_counts_table[("word-counts-table")]
+	//   t_word_counts[("word-counts")]
+	//   subgraph g_wordcount ["group wordcount"]
+	//     n1_wordcount["flatMapValues"]
+	//     n2_wordcount["selectKey"]
+	//     n3_wordcount["selectKey -> words"]
+	//   end
+	//   subgraph g_word_counts ["group word-counts"]
+	//     n5_word_counts["count -> table word-counts-table"]
+	//     n7_word_counts["to word-counts"]
+	//   end
+	//   t_lines --> n1_wordcount
+	//   n1_wordcount --> n2_wordcount
+	//   n2_wordcount --> n3_wordcount
+	//   n3_wordcount -->|"re-key: keeps the order of one line's words"| t_words
+	//   t_words --> n5_word_counts
+	//   n5_word_counts --> t_word_counts_table
+	//   t_word_counts_table --> n7_word_counts
+	//   n7_word_counts --> t_word_counts
 }

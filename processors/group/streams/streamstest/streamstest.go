@@ -59,7 +59,10 @@ func (d *Driver) Advance(by time.Duration) { d.h.Advance(by) }
 func (d *Driver) FireTimers() { d.t.Helper(); d.h.FireTimers() }
 
 // DeadLetters are the dead letters written since the last call.
-func (d *Driver) DeadLetters() []grouptest.DeadLetter { d.t.Helper(); return grouptest.DeadLetters(d.h) }
+func (d *Driver) DeadLetters() []grouptest.DeadLetter {
+	d.t.Helper()
+	return grouptest.DeadLetters(d.h)
+}
 
 // Input is a typed input topic.
 type Input[V any] struct {
