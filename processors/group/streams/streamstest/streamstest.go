@@ -12,8 +12,8 @@
 package streamstest
 
 import (
-	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -71,11 +71,25 @@ type Input[V any] struct {
 }
 
 // InputTopic is topic as an input of *V values; the topology must declare
-// it with V.
+// it with V and a group of the app must read it (Goka's tester would
+// otherwise wait for a reader that never comes).
 func InputTopic[V any](d *Driver, topic string) Input[V] {
 	d.t.Helper()
 	d.check(topic, nameOf[V](d.t))
+	if !d.uses(topic, func(p topology.Processor) []string { return p.Streams }) {
+		d.t.Fatalf("streamstest: no group of the app reads %s, so nothing would handle what is piped there", topic)
+	}
 	return Input[V]{d: d, topic: topic}
+}
+
+func (d *Driver) uses(topic string, edges func(topology.Processor) []string) bool {
+	for _, g := range d.app.Groups() {
+		p, _ := d.app.Topology().Processor(g.Name())
+		if slices.Contains(edges(p), topic) {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Driver) check(topic, typ string) {
@@ -116,10 +130,14 @@ type Output[V any] struct {
 	topic string
 }
 
-// OutputTopic is topic as an output of *V values.
+// OutputTopic is topic as an output of *V values; a group of the app must
+// write it.
 func OutputTopic[V any](d *Driver, topic string) Output[V] {
 	d.t.Helper()
 	d.check(topic, nameOf[V](d.t))
+	if !d.uses(topic, func(p topology.Processor) []string { return p.Emits }) {
+		d.t.Fatalf("streamstest: no group of the app writes %s", topic)
+	}
 	return Output[V]{d: d, topic: topic}
 }
 
@@ -150,16 +168,6 @@ func (o Output[V]) Read() []Record[V] {
 		}
 		out = append(out, r)
 	}
-}
-
-// ReadValues is Read's values, by key in order: key → values.
-func (o Output[V]) ReadKeyValues() []string {
-	o.d.t.Helper()
-	var out []string
-	for _, r := range o.Read() {
-		out = append(out, fmt.Sprintf("%s=%v", r.Key, r.Value))
-	}
-	return out
 }
 
 // Get is table t's value for key (nil when it has none), once the app has
@@ -194,5 +202,3 @@ func nameOf[V any](t testing.TB) string {
 	}
 	return string(m.ProtoReflect().Descriptor().FullName())
 }
-
-var _ = topology.TopicDeadLetter
