@@ -214,8 +214,8 @@ func (b *Builder) assign() error {
 		for _, r := range n.roots() {
 			if r.table != nil {
 				n.mark(r.table.name)
-				if n.typ != r.table.typ {
-					b.fail("the stream of table %s writes %s values to %s: a table's group writes only its own value type (%s); write the table's stream To a topic and change the type in a stream read from it", r.table.table, n.typ, n.term.topic, r.table.typ)
+				if n.typ != r.table.out {
+					b.fail("the stream of table %s writes %s values to %s: a table's group writes only the type of its stream (%s); write the table's stream To a topic and change the type in a stream read from it", r.table.table, n.typ, n.term.topic, r.table.out)
 				}
 				if n.term.rekey {
 					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream is written to instead", r.table.table)

@@ -28,6 +28,7 @@ type Table[V any] struct {
 type stateful struct {
 	name, table, kind string
 	typ, in           string // the table's value and the grouped values
+	out               string // the value type of the table's stream
 	input             *node
 	apply             func(r *run, key string, v any) error
 	instantiate       func(topo *topology.Topology, log *slog.Logger) Group
@@ -64,7 +65,7 @@ func (g Grouped[V]) Reduce(name string, f func(agg, v *V) *V) Table[V] {
 
 func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add func(string, *V, *A) *A) Table[A] {
 	b := g.s.n.b
-	a := &stateful{name: name, table: name + "-table", kind: kind, typ: nameOf[A](), in: g.s.n.typ, input: g.s.n}
+	a := &stateful{name: name, table: name + "-table", kind: kind, typ: nameOf[A](), out: nameOf[A](), in: g.s.n.typ, input: g.s.n}
 	b.checkTopic[A](kind, a.table)
 	term := b.add([]*node{g.s.n}, kind+" -> table "+a.table, a.typ)
 	term.term = &terminal{agg: a}
