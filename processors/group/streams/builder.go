@@ -48,11 +48,13 @@ type run struct {
 	kc    kitContext
 	ctx   any // the group's *group.Context, for aggregations
 	emits map[*node]emitFn
+	joins map[*node]func(c group.Reader) (any, error)
 }
 
 // kitContext is what every group's handler Context offers the DSL.
 type kitContext interface {
 	group.Emitter
+	group.Reader
 	DeadLetter(reason string, cause error)
 	Key() string
 }
@@ -76,6 +78,8 @@ type node struct {
 	step     func(r *run, key string, v any, next func(key string, v any) error) error
 	term     *terminal
 	groups   map[string]bool
+	// join binds a stream-table join to the routing group (Join nodes).
+	join func(g *routingGroup) func(c group.Reader) (any, error)
 	// input registers the source topic on a routing group (sources only).
 	input func(g *routingGroup, h func(c kitContext, v any) error, log *slog.Logger)
 }
@@ -225,6 +229,16 @@ func (b *Builder) assign() error {
 			}
 		}
 	}
+	for _, n := range b.nodes {
+		if n.join == nil {
+			continue
+		}
+		for g := range n.groups {
+			if g != b.app {
+				b.fail("%s runs in the routing group, but aggregation %s reads it: write the joined stream To a topic and aggregate a stream read from it", n.label, g)
+			}
+		}
+	}
 	for _, a := range b.aggs {
 		for _, r := range a.input.roots() {
 			switch {
@@ -302,9 +316,13 @@ func (b *Builder) instantiate(topo *topology.Topology) ([]Group, error) {
 	if b.routes() {
 		g := group.New[emptypb.Empty](topo, b.app, b.log)
 		emits := map[*node]emitFn{}
+		joins := map[*node]func(group.Reader) (any, error){}
 		for _, n := range b.nodes {
 			if n.term != nil && n.term.routing != nil && n.groups[b.app] {
 				emits[n] = n.term.routing(g)
+			}
+			if n.join != nil && n.groups[b.app] {
+				joins[n] = n.join(g)
 			}
 		}
 		for _, topic := range sortedKeys(b.roots) {
@@ -313,7 +331,7 @@ func (b *Builder) instantiate(topo *topology.Topology) ([]Group, error) {
 				continue
 			}
 			r.input(g, func(c kitContext, v any) error {
-				return r.push(&run{group: b.app, kc: c, ctx: c, emits: emits}, c.Key(), v)
+				return r.push(&run{group: b.app, kc: c, ctx: c, emits: emits, joins: joins}, c.Key(), v)
 			}, b.log)
 		}
 		out = append(out, g)
