@@ -14,18 +14,60 @@ import (
 
 // Windowed is a grouped stream cut into windows on event time.
 type Windowed[V any] struct {
-	g    Grouped[V]
-	spec group.WindowSpec
-	at   func(v *V) time.Time
+	g  Grouped[V]
+	w  Windowing
+	at func(v *V) time.Time
 }
 
-// WindowedBy cuts each key's records into the kit's windows on event time
-// at (which also moves the partition's stream time, closing windows):
-// group.Tumbling or group.Hopping with grace, and the emit strategy the spec
-// says (group.EmitFinal, the default: once per window when stream time
-// passes its end plus grace; group.EmitUpdates: on every record).
-func (g Grouped[V]) WindowedBy(spec group.WindowSpec, at func(v *V) time.Time) Windowed[V] {
-	return Windowed[V]{g: g, spec: spec, at: at}
+type (
+	windowCtx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
+	windowRes = group.Window[wrapperspb.Int64Value, *wrapperspb.Int64Value]
+)
+
+// Windowing is a kind of windows of the kit: TimeWindows, SessionWindows or
+// SlidingWindows.
+type Windowing struct {
+	label string
+	// register puts the windows on g and returns how a record is added.
+	register func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error
+}
+
+func identity(st *kitpb.WindowSet) *kitpb.WindowSet { return st }
+
+// TimeWindows are tumbling or hopping windows (group.Tumbling,
+// group.Hopping) with grace and the spec's emit strategy.
+func TimeWindows(spec group.WindowSpec) Windowing {
+	return Windowing{label: "time windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
+		w := group.NewWindows[wrapperspb.Int64Value](g, "dsl", spec, identity, emit)
+		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
+	}}
+}
+
+// SessionWindows are sessions of activity (group.SessionWindows: gap and
+// grace) with the spec's emit strategy.
+func SessionWindows(spec group.SessionSpec) Windowing {
+	return Windowing{label: "session windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
+		w := group.NewSessions[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
+		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
+	}}
+}
+
+// SlidingWindows are Kafka Streams' sliding windows (group.SlidingWindows:
+// the largest time difference and grace) with the spec's emit strategy.
+func SlidingWindows(spec group.SlidingSpec) Windowing {
+	return Windowing{label: "sliding windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
+		w := group.NewSliding[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
+		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
+	}}
+}
+
+// WindowedBy cuts each key's records into windows on event time at (which
+// also moves the partition's stream time, closing windows). Under
+// group.EmitFinal (the default) a window's result is handed over once, when
+// stream time passes its end plus grace; under group.EmitUpdates on every
+// change.
+func (g Grouped[V]) WindowedBy(w Windowing, at func(v *V) time.Time) Windowed[V] {
+	return Windowed[V]{g: g, w: w, at: at}
 }
 
 // WindowKey is the key a windowed result is written under: the record's
@@ -43,7 +85,7 @@ func WindowKey(key string, start time.Time) string {
 // than its window's grace is counted in the set's late count only.
 func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 	b := w.g.s.n.b
-	a := &stateful{name: name, table: name + "-table", kind: "windowed count", typ: nameOf[kitpb.WindowSet](), out: nameOf[wrapperspb.Int64Value](), in: w.g.s.n.typ, input: w.g.s.n}
+	a := &stateful{name: name, table: name + "-table", kind: "count over " + w.w.label, typ: nameOf[kitpb.WindowSet](), out: nameOf[wrapperspb.Int64Value](), in: w.g.s.n.typ, input: w.g.s.n}
 	b.checkTopic[kitpb.WindowSet]("WindowedBy(...).Count", a.table)
 	if _, ok := b.topo.Topic(topology.TimersTopicName(name)); !ok {
 		b.fail("windowed count %s: its timer topic %s is not declared (topology.TimersTopic)", name, topology.TimersTopicName(name))
@@ -52,8 +94,8 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 	term.term = &terminal{agg: a}
 	tn := b.add(nil, "table "+a.table, a.out)
 	tn.table = a
-	type ctx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
-	var wins *group.Windows[kitpb.WindowSet, *kitpb.WindowSet, wrapperspb.Int64Value, *wrapperspb.Int64Value]
+	type ctx = windowCtx
+	var add func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error
 	emits := map[*node]emitFn{}
 	a.apply = func(r *run, key string, v any) error {
 		c := r.ctx.(*ctx)
@@ -61,7 +103,7 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := wins.Add(c, st, w.at(v.(*V)), 1, nil); err != nil && !errors.Is(err, group.ErrLate) {
+		if err := add(c, st, w.at(v.(*V))); err != nil && !errors.Is(err, group.ErrLate) {
 			return err
 		}
 		c.SetState(st)
@@ -76,11 +118,15 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, v.(*wrapperspb.Int64Value)) }
 			}
 		}
-		wins = group.NewWindows[wrapperspb.Int64Value](kg, "dsl", w.spec, func(st *kitpb.WindowSet) *kitpb.WindowSet { return st },
-			func(c *ctx, _ *kitpb.WindowSet, win group.Window[wrapperspb.Int64Value, *wrapperspb.Int64Value]) error {
-				r := &run{group: name, kc: c, ctx: c, emits: emits}
-				return tn.forward(r, WindowKey(c.Key(), win.Start), wrapperspb.Int64(win.Count))
-			})
+		add = w.w.register(kg, func(c *ctx, _ *kitpb.WindowSet, win windowRes) error {
+			r := &run{group: name, kc: c, ctx: c, emits: emits}
+			if win.Removed {
+				// A session a bridging record merged into another: its
+				// result is withdrawn (Kafka Streams' null).
+				return tn.forward(r, WindowKey(c.Key(), win.Start), (*wrapperspb.Int64Value)(nil))
+			}
+			return tn.forward(r, WindowKey(c.Key(), win.Start), wrapperspb.Int64(win.Count))
+		})
 		for _, r := range a.input.roots() {
 			if r.table != nil {
 				continue // refused by assign

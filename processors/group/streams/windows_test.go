@@ -29,7 +29,7 @@ func windowTopology() *topology.Topology {
 
 func tickTime(v *num) time.Time { return time.UnixMilli(v.GetValue()) }
 
-func windowed(t *testing.T, spec group.WindowSpec) (*streamstest.Driver, streamstest.Input[num]) {
+func windowed(t *testing.T, spec streams.Windowing) (*streamstest.Driver, streamstest.Input[num]) {
 	t.Helper()
 	b := streams.New(windowTopology(), "ops", nil)
 	b.Stream[num]("ticks").GroupByKey().WindowedBy(spec, tickTime).Count("wc").ToStream().To("per-minute")
@@ -49,7 +49,7 @@ func tick(in streamstest.Input[num], key string, at time.Duration) {
 // end plus grace (here by the key's own record); a record later than that
 // is counted nowhere.
 func TestWindowedCountFinal(t *testing.T) {
-	d, in := windowed(t, group.Tumbling(time.Minute, 10*time.Second))
+	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 10*time.Second)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 65*time.Second) // within grace: window 08:00 still open
@@ -63,7 +63,7 @@ func TestWindowedCountFinal(t *testing.T) {
 
 // EmitUpdates: every record writes its window's count so far.
 func TestWindowedCountUpdates(t *testing.T) {
-	d, in := windowed(t, group.Tumbling(time.Minute, 0).Emitting(group.EmitUpdates))
+	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 0).Emitting(group.EmitUpdates)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 61*time.Second)
@@ -74,7 +74,7 @@ func TestWindowedCountUpdates(t *testing.T) {
 // A window whose key gets no more records closes by the kit's stream-time
 // timer, fired by the driver.
 func TestWindowedCountClosedByTimer(t *testing.T) {
-	d, in := windowed(t, group.Tumbling(time.Minute, 0))
+	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 0)))
 	tick(in, "a", 0)
 	tick(in, "b", 2*time.Minute) // moves stream time (Goka's tester has one partition)
 	if got := readNum(t, d, "per-minute"); len(got) != 0 {
@@ -83,4 +83,26 @@ func TestWindowedCountClosedByTimer(t *testing.T) {
 	d.Advance(time.Minute)
 	d.FireTimers()
 	want(t, readNum(t, d, "per-minute"), streams.WindowKey("a", t0)+"=1")
+}
+
+// Sessions: records within the gap of each other are one session, counted
+// when stream time passes its end plus gap plus grace.
+func TestSessionWindowedCount(t *testing.T) {
+	d, in := windowed(t, streams.SessionWindows(group.SessionWindows(time.Minute, 0)))
+	tick(in, "k", 0)
+	tick(in, "k", 50*time.Second)
+	tick(in, "k", 100*time.Second) // within the gap of 50 s: one session 0..100 s
+	tick(in, "k", 5*time.Minute)   // past 100 s + gap: the session closes
+	want(t, readNum(t, d, "per-minute"), streams.WindowKey("k", t0)+"=3")
+}
+
+// Sliding windows: a window per record covering the difference before it.
+func TestSlidingWindowedCount(t *testing.T) {
+	d, in := windowed(t, streams.SlidingWindows(group.SlidingWindows(time.Minute, 0).Emitting(group.EmitUpdates)))
+	tick(in, "k", 0)
+	tick(in, "k", 30*time.Second)
+	got := readNum(t, d, "per-minute")
+	if len(got) == 0 || got[len(got)-1] != streams.WindowKey("k", t0.Add(-30*time.Second))+"=2" {
+		t.Fatalf("got %q, want the last result the window [-30 s, 30 s] with 2 records", got)
+	}
 }
