@@ -193,8 +193,21 @@ func (b *Builder) Build() (*App, error) {
 		p.Doc = b.doc(g.Name())
 		ext.Processors = append(ext.Processors, p)
 	}
+	// A topology composed with the app's Module already declares its
+	// groups and boundaries: only what it lacks is added.
+	add := topology.Extension{Name: ext.Name}
+	for _, p := range ext.Processors {
+		if _, ok := b.topo.Processor(p.Group); !ok {
+			add.Processors = append(add.Processors, p)
+		}
+	}
+	for _, bd := range ext.Boundaries {
+		if _, ok := b.topo.Boundary(bd.Processor, bd.From, bd.To); !ok {
+			add.Boundaries = append(add.Boundaries, bd)
+		}
+	}
 	topo := b.topo.Clone()
-	if err := topo.Extend(ext); err != nil {
+	if err := topo.Extend(add); err != nil {
 		return nil, fmt.Errorf("streams: app %s: %w", b.app, err)
 	}
 	gs, err := b.instantiate(topo)

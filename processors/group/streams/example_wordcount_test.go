@@ -37,6 +37,13 @@ var byWord = topology.Boundary{
 // wordCount is Kafka Streams' WordCountDemo in the DSL.
 func wordCount(topo *topology.Topology) (*streams.App, streams.Table[wrapperspb.Int64Value], error) {
 	b := streams.New(topo, "wordcount", nil)
+	counts := defineWordCount(b)
+	app, err := b.Build()
+	return app, counts, err
+}
+
+// defineWordCount declares the word count on b and returns its table.
+func defineWordCount(b *streams.Builder) streams.Table[wrapperspb.Int64Value] {
 	counts := b.Stream[wrapperspb.StringValue]("lines").
 		FlatMapValues(func(l *wrapperspb.StringValue) []*wrapperspb.StringValue {
 			var out []*wrapperspb.StringValue
@@ -48,8 +55,7 @@ func wordCount(topo *topology.Topology) (*streams.App, streams.Table[wrapperspb.
 		GroupBy(byWord, "words", func(_ string, w *wrapperspb.StringValue) string { return w.GetValue() }).
 		Count("word-counts")
 	counts.ToStream().To("word-counts")
-	app, err := b.Build()
-	return app, counts, err
+	return counts
 }
 
 // Kafka Streams' quickstart: three lines, and the counts it prints.
