@@ -79,7 +79,8 @@ type node struct {
 	term     *terminal
 	groups   map[string]bool
 	// join binds a stream-table join to the routing group (Join nodes).
-	join func(g *routingGroup) func(c group.Reader) (any, error)
+	join   func(g *routingGroup) func(c group.Reader) (any, error)
+	joined string // the table a join reads
 	// input registers the source topic on a routing group (sources only).
 	input func(g *routingGroup, h func(c kitContext, v any) error, log *slog.Logger)
 }

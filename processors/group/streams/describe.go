@@ -89,6 +89,9 @@ func (a *App) Mermaid() string {
 					edges = append(edges, fmt.Sprintf("n%d_%s --> %s", a.b.index(p), ident(g.Name()), id))
 				}
 			}
+			if n.joined != "" {
+				edges = append(edges, topic(n.joined)+" -. joined for the key .-> "+id)
+			}
 			switch {
 			case n.term != nil && n.term.agg != nil:
 				edges = append(edges, id+" --> "+topic(n.term.agg.table))

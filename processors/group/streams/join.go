@@ -43,6 +43,7 @@ func join[V, T, R any](s Stream[V], t Table[T], f func(*V, *T) *R, left bool) St
 		return next(key, f(v, tv))
 	})
 	self = out.n
+	self.joined = t.a.table
 	self.join = func(g *routingGroup) func(group.Reader) (any, error) {
 		j := group.Join[msg[T]](g, t.a.table)
 		return func(c group.Reader) (any, error) {

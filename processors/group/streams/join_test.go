@@ -53,3 +53,20 @@ func TestJoinThenAggregateRefused(t *testing.T) {
 		t.Fatalf("err %v, want the join refused in aggregation joined", err)
 	}
 }
+
+// Describe and Mermaid show the join and the table it reads.
+func TestJoinDescribed(t *testing.T) {
+	b := streams.New(opsTopology(), "ops", nil)
+	counts := b.Stream[str]("in").GroupByKey().Count("agg")
+	b.Stream[str]("in2").Join(counts, func(v *str, _ *num) *str { return v }).To("out")
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := app.Describe(); !strings.Contains(d, "--> join agg-table") || !strings.Contains(d, "Group ops: reads in2; writes out") {
+		t.Fatalf("describe:\n%s", d)
+	}
+	if m := app.Mermaid(); !strings.Contains(m, "t_agg_table -. joined for the key .-> n") {
+		t.Fatalf("mermaid:\n%s", m)
+	}
+}
