@@ -81,6 +81,8 @@ type node struct {
 	// join binds a stream-table join to the routing group (Join nodes).
 	join   func(g *routingGroup) func(c group.Reader) (any, error)
 	joined string // the table a join reads
+	// eventTime is a source's func(*V) time.Time (EventTime), or nil.
+	eventTime any
 	// input registers the source topic on a routing group (sources only).
 	input func(g *routingGroup, h func(c kitContext, v any) error, log *slog.Logger)
 }

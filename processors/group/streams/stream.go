@@ -3,6 +3,7 @@ package streams
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/topology"
@@ -21,20 +22,45 @@ type KeyValue[V any] struct {
 // Pair is KeyValue{key, v}.
 func Pair[V any](key string, v *V) KeyValue[V] { return KeyValue[V]{Key: key, Value: v} }
 
+// SourceOpt configures a source (Builder.Stream).
+type SourceOpt[V any] func(*sourceConfig[V])
+
+type sourceConfig[V any] struct{ at func(*V) time.Time }
+
+// EventTime says when each record happened: every group reading the source
+// moves its partitions' stream time by it (the kit's group.EventTime), which
+// timers and windows go by. The default is none: stream time stays still.
+func EventTime[V any](at func(v *V) time.Time) SourceOpt[V] {
+	return func(c *sourceConfig[V]) { c.at = at }
+}
+
+// streamOpts are the kit's options for reading a source of *V.
+func streamOpts[V any](at func(*V) time.Time) []group.StreamOpt[msg[V], *msg[V]] {
+	if at == nil {
+		return nil
+	}
+	return []group.StreamOpt[msg[V], *msg[V]]{group.EventTime(func(m *msg[V]) time.Time { return at(unwrap(m)) })}
+}
+
 // Stream reads topic, which the topology must declare with V as its value.
-// A topic read twice is one source.
-func (b *Builder) Stream[V any](topic string) Stream[V] {
+// A topic read twice is one source (options given the first time).
+func (b *Builder) Stream[V any](topic string, opts ...SourceOpt[V]) Stream[V] {
 	if r, ok := b.roots[topic]; ok {
 		if r.typ != nameOf[V]() {
 			b.fail("topic %s is read as %s and as %s", topic, r.typ, nameOf[V]())
 		}
 		return Stream[V]{r}
 	}
+	var cfg sourceConfig[V]
+	for _, o := range opts {
+		o(&cfg)
+	}
 	b.checkTopic[V]("Stream", topic)
 	n := b.add(nil, "source "+topic, nameOf[V]())
 	n.topic = topic
+	n.eventTime = cfg.at
 	n.input = func(g *routingGroup, h func(c kitContext, v any) error, _ *slog.Logger) {
-		group.Stream(g, topic, func(c *group.Context[emptyState, *emptyState], m *msg[V]) error { return h(c, unwrap(m)) })
+		group.Stream(g, topic, func(c *group.Context[emptyState, *emptyState], m *msg[V]) error { return h(c, unwrap(m)) }, streamOpts(cfg.at)...)
 	}
 	b.roots[topic] = n
 	return Stream[V]{n}

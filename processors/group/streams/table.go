@@ -2,6 +2,7 @@ package streams
 
 import (
 	"log/slog"
+	"time"
 
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -94,9 +95,10 @@ func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add fu
 			if r.table != nil {
 				continue // refused by assign
 			}
+			at, _ := r.eventTime.(func(*V) time.Time) // the source holds V (assign)
 			group.Stream(kg, r.topic, func(c *group.Context[msg[A], *msg[A]], m *msg[V]) error {
 				return r.push(&run{group: name, kc: c, ctx: c, emits: emits}, c.Key(), unwrap(m))
-			})
+			}, streamOpts(at)...)
 		}
 		return kg
 	}
