@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,4 +106,32 @@ func TestSlidingWindowedCount(t *testing.T) {
 	if len(got) == 0 || got[len(got)-1] != streams.WindowKey("k", t0.Add(-30*time.Second))+"=2" {
 		t.Fatalf("got %q, want the last result the window [-30 s, 30 s] with 2 records", got)
 	}
+}
+
+// Kafka Streams' windowed count with suppress(untilWindowCloses): one
+// result per key and minute, once stream time passes the minute's end
+// plus grace.
+func Example_windowed() {
+	b := streams.New(windowTopology(), "ops", nil)
+	b.Stream[num]("ticks").GroupByKey().
+		WindowedBy(streams.TimeWindows(group.Tumbling(time.Minute, 10*time.Second)), tickTime).
+		Count("wc").
+		ToStream().To("per-minute")
+	app, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	t := &exampleT{}
+	defer t.done()
+	d := streamstest.New(t, app, t0.Add(time.Hour))
+	in := streamstest.InputTopic[num](d, "ticks")
+	for _, at := range []time.Duration{0, 20 * time.Second, 40 * time.Second, 75 * time.Second} {
+		tick(in, "k", at)
+	}
+	for _, r := range streamstest.OutputTopic[num](d, "per-minute").Read() {
+		fmt.Println(r.Key, r.Value.GetValue())
+	}
+	// Output:
+	// k@2027-01-15T08:00:00Z 3
 }
