@@ -11,6 +11,7 @@ import (
 	"github.com/fencestream/fencestream/processors/devicestats/devicestatspb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -102,7 +103,7 @@ func serveDevice(v *group.View[devicestatspb.DeviceStats, *devicestatspb.DeviceS
 		host.WriteError(w, http.StatusNotFound, "no pings from device "+device)
 		return
 	}
-	wins, err := group.WindowsOf[emptypb.Empty](st.GetHourly())
+	wins, err := windows.WindowsOf[emptypb.Empty](st.GetHourly())
 	if err != nil {
 		host.WriteError(w, http.StatusInternalServerError, err.Error())
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -32,7 +33,7 @@ type Groups struct {
 // handles are the windows, output and loop the handlers use: they belong to
 // the groups New built, so each New has its own (never package variables).
 type handles struct {
-	hourly *group.Windows[devicestatspb.DeviceStats, *devicestatspb.DeviceStats, emptypb.Empty, *emptypb.Empty]
+	hourly *windows.Windows[devicestatspb.DeviceStats, *devicestatspb.DeviceStats, emptypb.Empty, *emptypb.Empty]
 	hours  group.Out[devicestatspb.DeviceHour, *devicestatspb.DeviceHour]
 	byHour group.LoopOut[devicestatspb.DeviceHour, *devicestatspb.DeviceHour]
 }
@@ -43,7 +44,7 @@ func New(topo *topology.Topology, log *slog.Logger) Groups {
 	h := &handles{}
 	d := group.New[devicestatspb.DeviceStats](topo, Group, log)
 	group.Stream(d, geofence.TopicPings, h.ping, group.EventTime(pingTime))
-	h.hourly = group.NewWindows(d, "hourly", group.Tumbling(time.Hour, HourGrace).Retain(HoursKept), hourlySet, h.closeHour)
+	h.hourly = windows.NewWindows(d, "hourly", windows.Tumbling(time.Hour, HourGrace).Retain(HoursKept), hourlySet, h.closeHour)
 	h.hours = group.Output[devicestatspb.DeviceHour](d, TopicHours)
 	group.StateTTL(d, DeviceTTL)
 
@@ -72,7 +73,7 @@ func (h *handles) ping(c *DeviceContext, p *geofencepb.Ping) error {
 	}
 	st := cmp.Or(c.State(), &devicestatspb.DeviceStats{}) // nil for a new key
 	switch err := h.hourly.Add(c, st, pingTime(p), 1, nil); {
-	case errors.Is(err, group.ErrLate): // counted by the kit (st.Hourly.Late), in no hour
+	case errors.Is(err, windows.ErrLate): // counted by the kit (st.Hourly.Late), in no hour
 	case err != nil:
 		return err
 	default:
@@ -85,7 +86,7 @@ func (h *handles) ping(c *DeviceContext, p *geofencepb.Ping) error {
 // closeHour runs once per device and hour, when the hour closes (in ping or
 // in the windows' timer handler): it emits the summary, stamped from the
 // window, never from the clock.
-func (h *handles) closeHour(c *DeviceContext, _ *devicestatspb.DeviceStats, w group.Window[emptypb.Empty, *emptypb.Empty]) error {
+func (h *handles) closeHour(c *DeviceContext, _ *devicestatspb.DeviceStats, w windows.Window[emptypb.Empty, *emptypb.Empty]) error {
 	h.hours.Emit(c, c.Key(), &devicestatspb.DeviceHour{
 		DeviceId: c.Key(), Hour: w.Start.UTC().Format(HourFormat), StartMs: w.Start.UnixMilli(), Pings: w.Count,
 	})

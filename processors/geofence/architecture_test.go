@@ -48,7 +48,8 @@ var (
 
 // kitRoots is the kit: the Processor API and everything under it, plus the
 // ground floor it stands on (topic declarations, the codec, the hot-key
-// record). publicKitRoot is the package an internal/ package must not import.
+// record). publicKitRoot is the Processor API: no test at or below it imports
+// an application.
 var (
 	kitRoots      = []string{"processors/group", "topology", "codecs"}
 	kitSchemas    = []string{"codecs/hotkeypb", "processors/group/kitpb"}
@@ -144,16 +145,103 @@ func checkRules(graph map[string][]string) []string {
 				}
 			}
 		}
-		// Rule 4: internal/ is below the public API, never above it.
-		if strings.Contains("/"+p+"/", "/internal/") {
+		bad = append(bad, internalBelowPublic(graph, p, imps)...)
+		bad = append(bad, internalOwnTree(p, imps)...)
+	}
+	return bad
+}
+
+// checkTestRules returns every broken rule of testGraph (package → the
+// imports of its tests, in-package and external) against graph (the non-test
+// imports, through which a test's imports reach further). Processors' own
+// tests may wire several processors into one pipeline, and an internal
+// package's tests may drive it through the public API; the kit's tests may not
+// reach an application, so the kit proves its guarantees on its own schema.
+func checkTestRules(graph, testGraph map[string][]string) []string {
+	var bad []string
+	pkgs := make([]string, 0, len(testGraph))
+	for p := range testGraph {
+		pkgs = append(pkgs, p)
+	}
+	slices.Sort(pkgs)
+	for _, p := range pkgs {
+		imps := testGraph[p]
+		// Rule 3, tests included, for the Processor API and all below it
+		// (topology's and codecs' tests check the application's declaration
+		// and schema on purpose).
+		if under(p, publicKitRoot) {
 			for _, imp := range imps {
-				if imp == publicKitRoot {
-					bad = append(bad, fmt.Sprintf("an internal package imports the public kit root: %s imports %s", p, imp))
+				if isApplication(imp) {
+					bad = append(bad, fmt.Sprintf("the kit's tests import no application: %s's tests import %s", p, imp))
 				}
+			}
+		}
+		bad = append(bad, internalOwnTree(p, imps)...)
+	}
+	return bad
+}
+
+// internalBelowPublic is rule 4 for p importing imps (graph: every package's
+// non-test imports).
+func internalBelowPublic(graph map[string][]string, p string, imps []string) []string {
+	var bad []string
+	for _, imp := range imps {
+		// Rule 4: internal/ is below the public API, never above it. An
+		// internal package imports neither the package whose internal/ it is
+		// nor any public package of that tree built on it (a schema or a
+		// store that imports nothing of the tree is ground floor).
+		if parent, ok := internalParent(p); ok && under(imp, parent) {
+			if _, internal := internalParent(imp); !internal && (imp == parent || reaches(graph, imp, parent)) {
+				bad = append(bad, fmt.Sprintf("an internal package imports the public API above it: %s imports %s (public API %s)", p, imp, parent))
 			}
 		}
 	}
 	return bad
+}
+
+// internalOwnTree is rule 5 for p importing imps.
+func internalOwnTree(p string, imps []string) []string {
+	var bad []string
+	for _, imp := range imps {
+		// Rule 5: an internal package is its tree's alone. The compiler
+		// refuses this too; the rule keeps the intent where it is read.
+		if parent, ok := internalParent(imp); ok && !under(p, parent) {
+			bad = append(bad, fmt.Sprintf("only %s and below may import its internal packages: %s imports %s", parent, p, imp))
+		}
+	}
+	return bad
+}
+
+// internalParent returns the tree an internal package belongs to: the path
+// before its last "/internal" element.
+func internalParent(pkg string) (string, bool) {
+	if strings.HasPrefix(pkg, "internal/") || pkg == "internal" {
+		return "", false // the module's own internal/, open to all of it
+	}
+	i := strings.LastIndex("/"+pkg+"/", "/internal/")
+	if i < 0 {
+		return "", false
+	}
+	return pkg[:i-1], true
+}
+
+// reaches reports whether from imports to, directly or not, in graph.
+func reaches(graph map[string][]string, from, to string) bool {
+	seen := map[string]bool{}
+	stack := []string{from}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if p == to {
+			return true
+		}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		stack = append(stack, graph[p]...)
+	}
+	return false
 }
 
 func classify(pkg string) (string, bool) {
@@ -182,24 +270,25 @@ func readerOf(pkg string) (string, bool) {
 }
 
 type listed struct {
-	imports map[string][]string
-	files   map[string][]string // package → its non-test, non-generated Go files
+	imports     map[string][]string
+	testImports map[string][]string // package → its tests' imports (in-package and external)
+	files       map[string][]string // package → its non-test, non-generated Go files
 }
 
 func listRepo(t *testing.T) listed {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(here), "..", "..")
-	cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}\t{{join .Imports \" \"}}", "./...")
+	cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}\t{{join .Imports \" \"}}\t{{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	l := listed{imports: map[string][]string{}, files: map[string][]string{}}
+	l := listed{imports: map[string][]string{}, testImports: map[string][]string{}, files: map[string][]string{}}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 4 {
+		if len(f) != 5 {
 			t.Fatalf("go list line %q", line)
 		}
 		pkg, ok := strings.CutPrefix(f[0], mod)
@@ -210,6 +299,11 @@ func listRepo(t *testing.T) listed {
 		for imp := range strings.FieldsSeq(f[3]) {
 			if rel, ok := strings.CutPrefix(imp, mod); ok {
 				l.imports[pkg] = append(l.imports[pkg], rel)
+			}
+		}
+		for imp := range strings.FieldsSeq(f[4]) {
+			if rel, ok := strings.CutPrefix(imp, mod); ok && rel != pkg {
+				l.testImports[pkg] = append(l.testImports[pkg], rel)
 			}
 		}
 		for name := range strings.FieldsSeq(f[2]) {
@@ -230,6 +324,9 @@ func TestArchitecture(t *testing.T) {
 	}
 	l := listRepo(t)
 	for _, v := range checkRules(l.imports) {
+		t.Error(v)
+	}
+	for _, v := range checkTestRules(l.imports, l.testImports) {
 		t.Error(v)
 	}
 	// Every class names packages that exist, so a rename cannot empty a rule.
@@ -301,34 +398,70 @@ func TestArchitectureRulesRefuse(t *testing.T) {
 		name     string
 		pkg, imp string
 		want     string
+		test     bool // the edge is a test's import
 	}{
-		{"processor imports processor", "processors/occupancy", "processors/debounce", "processors talk only through topics"},
-		{"processor imports another's schema", "processors/devicestats", "processors/visits/visitspb", "processors talk only through topics"},
-		{"processor imports a composer", "processors/debounce", "processors/modules", "composes processors"},
-		{"shared imports processor", "processors/fences", "processors/occupancy", "the ground floor imports no processor"},
-		{"reader imports a table it does not serve", "processors/fenceview", "processors/devicestats", "not among the tables it serves"},
-		{"declaration imports implementation", "topology", "processors/debounce", "the declaration knows no implementation"},
-		{"app declaration imports implementation", "processors/geofence", "processors/fences", "the declaration knows no implementation"},
-		{"kit imports application", "processors/group", "processors/geofence", "the kit imports no application"},
-		{"kit imports application schema", "processors/group/host", "codecs/geofencepb", "the kit imports no application"},
-		{"ground floor imports application schema", "topology/produce", "codecs/geofencepb", "the kit imports no application"},
-		{"internal imports public root", "processors/group/internal/core", "processors/group", "internal package imports the public kit root"},
-		{"unclassified package", "processors/newthing", "topology", "classify it"},
+		{"processor imports processor", "processors/occupancy", "processors/debounce", "processors talk only through topics", false},
+		{"processor imports another's schema", "processors/devicestats", "processors/visits/visitspb", "processors talk only through topics", false},
+		{"processor imports a composer", "processors/debounce", "processors/modules", "composes processors", false},
+		{"shared imports processor", "processors/fences", "processors/occupancy", "the ground floor imports no processor", false},
+		{"reader imports a table it does not serve", "processors/fenceview", "processors/devicestats", "not among the tables it serves", false},
+		{"declaration imports implementation", "topology", "processors/debounce", "the declaration knows no implementation", false},
+		{"app declaration imports implementation", "processors/geofence", "processors/fences", "the declaration knows no implementation", false},
+		{"kit imports application", "processors/group", "processors/geofence", "the kit imports no application", false},
+		{"kit imports application schema", "processors/group/host", "codecs/geofencepb", "the kit imports no application", false},
+		{"ground floor imports application schema", "topology/produce", "codecs/geofencepb", "the kit imports no application", false},
+		{"internal imports public root", "processors/group/internal/core", "processors/group", "imports the public API above it", false},
+		{"internal imports a public package built on the root", "processors/group/internal/testpb", "processors/group/host", "imports the public API above it", false},
+		{"any tree's internal imports its public API", "processors/occupancy/internal/members", "processors/occupancy", "imports the public API above it", false},
+		{"outside imports a kit internal", "processors/bench", "processors/group/internal/testpb", "only processors/group and below may import", false},
+		{"outside test imports a kit internal", "processors/occupancy", "processors/group/internal/testpb", "only processors/group and below may import", true},
+		{"kit test imports application schema", "processors/group", "codecs/geofencepb", "the kit's tests import no application", true},
+		{"kit sub-package test imports application", "processors/group/grouptest", "processors/geofence", "the kit's tests import no application", true},
+		{"unclassified package", "processors/newthing", "topology", "classify it", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := make(map[string][]string, len(l.imports)+1)
 			for p, imps := range l.imports {
 				g[p] = slices.Clone(imps)
 			}
-			g[c.pkg] = append(g[c.pkg], c.imp)
+			tg := make(map[string][]string, len(l.testImports)+1)
+			for p, imps := range l.testImports {
+				tg[p] = slices.Clone(imps)
+			}
+			if c.test {
+				tg[c.pkg] = append(tg[c.pkg], c.imp)
+			} else {
+				g[c.pkg] = append(g[c.pkg], c.imp)
+			}
 			var hit bool
-			for _, v := range checkRules(g) {
+			for _, v := range slices.Concat(checkRules(g), checkTestRules(g, tg)) {
 				hit = hit || strings.Contains(v, c.want)
 			}
 			if !hit {
 				t.Errorf("%s importing %s broke no rule %q", c.pkg, c.imp, c.want)
 			}
 		})
+	}
+}
+
+// Rule 4 lets an internal package stand on the tree's ground floor: a public
+// package that imports nothing of the tree (a schema, a store).
+func TestInternalMayImportGroundFloor(t *testing.T) {
+	g := map[string][]string{
+		"processors/group":                 {"processors/group/kitpb", "processors/group/internal/core"},
+		"processors/group/kitpb":           nil,
+		"processors/group/host":            {"processors/group"},
+		"processors/group/internal/core":   {"processors/group/kitpb"},
+		"processors/group/internal/testpb": nil,
+	}
+	if bad := internalBelowPublic(g, "processors/group/internal/core", g["processors/group/internal/core"]); len(bad) > 0 {
+		t.Errorf("internal importing a leaf schema broke %v", bad)
+	}
+	if bad := internalOwnTree("processors/group/host", []string{"processors/group/internal/core"}); len(bad) > 0 {
+		t.Errorf("a kit package importing its tree's internal broke %v", bad)
+	}
+	if p, ok := internalParent("processors/group/internal/core/sub"); !ok || p != "processors/group" {
+		t.Errorf("internalParent = %q, %v", p, ok)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -60,14 +60,14 @@ func (h *gokaRebalances) WithGroup(string) slog.Handler      { return h }
 func echoGroup() *grp { return echoGroupLogged(quiet) }
 
 func echoGroupLogged(log *slog.Logger) *grp {
-	return validGroupOutLogged(testTopology(rebalanceParts), log, func(out outT, c *ctxT, p *geofencepb.Ping) error {
+	return validGroupOutLogged(testTopology(rebalanceParts), log, func(out outT, c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &state{DeviceId: c.Key()}
 		}
 		st.Pings++
 		c.SetState(st)
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key()})
 		return nil
 	})
 }
@@ -142,7 +142,7 @@ func probeTakeover(t *testing.T, cl cluster.Config, survivor *group.Processor, m
 	waitFor(t, "survivor owns every partition", within, func() bool { return len(activeParts(survivor)) == rebalanceParts })
 	t.Logf("survivor owns every partition %v after the stop", time.Since(since))
 	probe := keyOn(fmt.Sprintf("probe-%d", since.UnixNano()), moved)
-	ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: probe, Hlc: 1})
+	ping, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: probe, Hlc: 1})
 	prod := embeddedtest.Client(t, cl)
 	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topicIn, Key: []byte(probe), Value: ping}).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -24,19 +24,19 @@ import (
 // the state, so an input run on the wrong state would emit another record.
 type routing struct{ calls atomic.Int64 }
 
-func (h *routing) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
+func (h *routing) handle(out outT, c *ctxT, p *testpb.Ping) error {
 	h.calls.Add(1)
 	i := p.GetHlc() - 100
 	st := c.State()
 	if st == nil {
-		st = &geofencepb.DeviceState{DeviceId: c.Key()}
+		st = &testpb.DeviceState{DeviceId: c.Key()}
 	}
 	if i%3 == 0 {
 		st.Pings++
 		st.LastHlc = p.GetHlc()
 		c.SetState(st)
 	}
-	out.Emit(c, c.Key(), &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%d|%d", c.Key(), st.Pings, i), DeviceId: c.Key(), Hlc: p.GetHlc()})
+	out.Emit(c, c.Key(), &testpb.Trigger{TriggerId: fmt.Sprintf("%s|%d|%d", c.Key(), st.Pings, i), DeviceId: c.Key(), Hlc: p.GetHlc()})
 	return nil
 }
 
@@ -74,16 +74,16 @@ func TestRoutingHopsDeferTheirWrite(t *testing.T) {
 			const changes, trailing = 3, 1
 			for i := range perDevice {
 				for d := range devices {
-					v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
+					v, _ := proto.Marshal(&testpb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
 					if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(fmt.Sprint("d", d)), Value: v}).FirstErr(); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			h := &routing{}
-			var opts []group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]
+			var opts []group.StreamOpt[testpb.Ping, *testpb.Ping]
 			if tc.ordered {
-				opts = append(opts, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
+				opts = append(opts, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 			}
 			build := func(dir string) *group.Processor {
 				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir), group.CommittedOffsets(commitsUnknown))

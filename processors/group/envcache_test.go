@@ -7,8 +7,8 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -21,15 +21,15 @@ import (
 func TestCacheEnvelopes(t *testing.T) {
 	tt := tester.New(t)
 	type sight struct {
-		st    *geofencepb.DeviceState
+		st    *testpb.DeviceState
 		pings uint64 // as State returned it
 	}
 	var seen []sight
-	g := validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
+	g := validGroup(testTopology(2), func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		seen = append(seen, sight{st, uint64(st.GetPings())})
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+			st = &testpb.DeviceState{DeviceId: c.Key()}
 		}
 		if p.GetLat() == 1 { // changed, never handed back
 			st.Pings = 999
@@ -39,7 +39,7 @@ func TestCacheEnvelopes(t *testing.T) {
 		st.LastHlc = p.GetHlc()
 		c.SetState(st)
 		return nil
-	}, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
+	}, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 	group.CacheEnvelopes(g, 1<<20)
 	group.CacheStates(g, 1<<20)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt))
@@ -48,12 +48,12 @@ func TestCacheEnvelopes(t *testing.T) {
 	}
 	runUntilCleanup(t, proc.Run)
 	dlq := tt.NewQueueTracker(topology.TopicDeadLetter)
-	send := func(p *geofencepb.Ping) { tt.Consume(topicIn, "d1", p) }
+	send := func(p *testpb.Ping) { tt.Consume(topicIn, "d1", p) }
 	last := func() sight { return seen[len(seen)-1] }
 
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 1})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 1})
 	written := seen[0]
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 2})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 2})
 	if got := last(); got.pings != 1 {
 		t.Fatalf("hlc 2 saw pings %d, want 1", got.pings)
 	}
@@ -64,11 +64,11 @@ func TestCacheEnvelopes(t *testing.T) {
 
 	// A copy of the last input (same HLC, same bytes, new offset) is
 	// recognised from the cached cursor; another record with its HLC is not.
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 2})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 2})
 	if len(seen) != 2 {
 		t.Fatalf("a copy of the last input reached the handler (%d calls)", len(seen))
 	}
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 2, Lon: 5})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 2, Lon: 5})
 	if len(seen) != 2 {
 		t.Fatal("a different record with the last HLC reached the handler")
 	}
@@ -76,19 +76,19 @@ func TestCacheEnvelopes(t *testing.T) {
 		t.Fatal("the different record with the last HLC was not dead-lettered")
 	}
 
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 3})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 3})
 	if got := last(); got.st != afterSet || got.pings != 2 {
 		t.Fatalf("hlc 3 saw %p (pings %d), want the cached %p (pings 2)", got.st, got.pings, afterSet)
 	}
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 4, Lat: 1}) // changes its state, hands nothing back
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 5})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 4, Lat: 1}) // changes its state, hands nothing back
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 5})
 	if got := last(); got.pings != 3 || got.st == seen[len(seen)-2].st {
 		t.Fatalf("hlc 5 saw pings %d (%p): a state changed without SetState leaked into the next callback", got.pings, got.st)
 	}
 
 	// Another writer: what the store holds wins.
-	tt.SetTableValue(goka.GroupTable(goka.Group(testGroup)), "d1", &geofencepb.DeviceState{DeviceId: "d1", Pings: 50})
-	send(&geofencepb.Ping{DeviceId: "d1", Hlc: 6})
+	tt.SetTableValue(goka.GroupTable(goka.Group(testGroup)), "d1", &testpb.DeviceState{DeviceId: "d1", Pings: 50})
+	send(&testpb.Ping{DeviceId: "d1", Hlc: 6})
 	if got := last(); got.pings != 50 {
 		t.Fatalf("hlc 6 saw pings %d, want 50 (written by someone else)", got.pings)
 	}

@@ -9,7 +9,7 @@ import (
 
 	protov2 "google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -18,8 +18,8 @@ import (
 // envelope (decode, unwrap, encode the state, advance the cursor with one
 // output, encode), for a debouncer-sized state.
 func BenchmarkStateRoundTrip(b *testing.B) {
-	st := &geofencepb.DeviceState{DeviceId: "veh-000123", LastHlc: 1 << 40, LastEventTimeMs: 1_800_000_000_000, LastLat: 52.5, LastLon: 13.4, Pings: 812,
-		FenceStates: []*geofencepb.FenceEntry{{FenceId: "zone-mitte-core", State: &geofencepb.FenceState{Phase: geofencepb.Phase_PHASE_INSIDE, InsideSinceMs: 1_800_000_000_000}}}}
+	st := &testpb.DeviceState{DeviceId: "veh-000123", LastHlc: 1 << 40, LastEventTimeMs: 1_800_000_000_000, LastLat: 52.5, LastLon: 13.4, Pings: 812,
+		FenceStates: []*testpb.FenceEntry{{FenceId: "zone-mitte-core", State: &testpb.FenceState{Phase: testpb.Phase_PHASE_INSIDE, InsideSinceMs: 1_800_000_000_000}}}}
 	bare, _ := marshalOpts.Marshal(st)
 	env := &kitpb.Envelope{State: bare, HasState: true}
 	for i := range DefaultReplayWindow {
@@ -28,11 +28,11 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 	}
 	wrapped, _ := encodeEnvelope(env)
 	out := []*kitpb.Output{{Topic: "fence-triggers", Key: "veh-000123", Value: make([]byte, 120)}}
-	ping := &geofencepb.Ping{DeviceId: "veh-000123", Lat: 52.51, Lon: 13.41, AccuracyM: 4, DeviceTimeMs: 1_800_000_000_000, Hlc: 1<<41 + 7, SpeedMps: 8.5, HeadingDeg: 90}
+	ping := &testpb.Ping{DeviceId: "veh-000123", Lat: 52.51, Lon: 13.41, AccuracyM: 4, DeviceTimeMs: 1_800_000_000_000, Hlc: 1<<41 + 7, SpeedMps: 8.5, HeadingDeg: 90}
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			s := &geofencepb.DeviceState{}
+			s := &testpb.DeviceState{}
 			if err := protov2.Unmarshal(bare, s); err != nil {
 				b.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func BenchmarkStateRoundTrip(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s, err := unwrapState[geofencepb.DeviceState](e)
+				s, err := unwrapState[testpb.DeviceState](e)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -155,7 +155,7 @@ func TestLegacyEnvelopeStillDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := unwrapState[geofencepb.DeviceState](env)
+	st, err := unwrapState[testpb.DeviceState](env)
 	if err != nil || st.GetDeviceId() != "veh-000123" || st.GetPings() != 5 {
 		t.Fatalf("state %v, %v", st, err)
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -34,8 +34,8 @@ func ExampleGroup_Graph() {
 	log := slog.New(slog.DiscardHandler)
 	// Any generated protobuf types work; the geofencing ones stand in here.
 	type (
-		State = geofencepb.DeviceState
-		Ctx   = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+		State = testpb.DeviceState
+		Ctx   = group.Context[testpb.DeviceState, *testpb.DeviceState]
 	)
 
 	g := group.New[State](topo, "clicks-counter", log)
@@ -44,7 +44,7 @@ func ExampleGroup_Graph() {
 		fmt.Println("refused:", err)
 	}
 
-	group.Stream(g, "clicks", func(c *Ctx, p *geofencepb.Ping) error {
+	group.Stream(g, "clicks", func(c *Ctx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &State{DeviceId: c.Key()}

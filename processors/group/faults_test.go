@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/dirlock"
@@ -45,7 +45,7 @@ func produce(t *testing.T, kc *kgo.Client, devices int, hlc uint64) {
 	defer cancel()
 	var recs []*kgo.Record
 	for d := range devices {
-		v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: hlc})
+		v, _ := proto.Marshal(&testpb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: hlc})
 		recs = append(recs, &kgo.Record{Topic: topicIn, Key: []byte(fmt.Sprint("d", d)), Value: v})
 	}
 	if err := kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -296,7 +296,7 @@ func TestDamagedStateIsRebuilt(t *testing.T) {
 	ids := map[string]bool{}
 	embeddedtest.ConsumeUntil(t, cl, topicOut, func(recs []*kgo.Record) bool {
 		for _, r := range recs {
-			var tr geofencepb.Trigger
+			var tr testpb.Trigger
 			if err := proto.Unmarshal(r.Value, &tr); err == nil {
 				ids[tr.GetTriggerId()] = true
 			}

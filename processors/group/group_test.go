@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -23,18 +23,18 @@ const (
 )
 
 type (
-	state = geofencepb.DeviceState
-	ctxT  = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
-	grp   = group.Group[geofencepb.DeviceState, *geofencepb.DeviceState]
+	state = testpb.DeviceState
+	ctxT  = group.Context[testpb.DeviceState, *testpb.DeviceState]
+	grp   = group.Group[testpb.DeviceState, *testpb.DeviceState]
 )
 
 func testTopology(partitions int32) *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest",
 		Topics: []topology.Topic{
-			{Name: topicIn, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: partitions, Cleanup: topology.CleanupDelete},
-			{Name: topicOut, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: partitions, Cleanup: topology.CleanupDelete},
-			{Name: topicTab, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: partitions, Cleanup: topology.CleanupCompact},
+			{Name: topicIn, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: topicOut, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: partitions, Cleanup: topology.CleanupDelete},
+			{Name: topicTab, Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: partitions, Cleanup: topology.CleanupCompact},
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: partitions, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{{
@@ -53,26 +53,26 @@ func testTopology(partitions int32) *topology.Topology {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func ignorePing(*ctxT, *geofencepb.Ping) error { return nil }
+func ignorePing(*ctxT, *testpb.Ping) error { return nil }
 
 // outT is the test group's output handle.
-type outT = group.Out[geofencepb.Trigger, *geofencepb.Trigger]
+type outT = group.Out[testpb.Trigger, *testpb.Trigger]
 
 // validGroup builds the group exactly as the test topology declares it.
-func validGroup(topo *topology.Topology, handle func(*ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
-	return validGroupOut(topo, func(_ outT, c *ctxT, p *geofencepb.Ping) error { return handle(c, p) }, opts...)
+func validGroup(topo *topology.Topology, handle func(*ctxT, *testpb.Ping) error, opts ...group.StreamOpt[testpb.Ping, *testpb.Ping]) *grp {
+	return validGroupOut(topo, func(_ outT, c *ctxT, p *testpb.Ping) error { return handle(c, p) }, opts...)
 }
 
 // validGroupOut is validGroup for a handler that emits: it is handed the
 // output handle of the group being built (handles belong to one group).
-func validGroupOut(topo *topology.Topology, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
+func validGroupOut(topo *topology.Topology, handle func(outT, *ctxT, *testpb.Ping) error, opts ...group.StreamOpt[testpb.Ping, *testpb.Ping]) *grp {
 	return validGroupOutLogged(topo, quiet, handle, opts...)
 }
 
-func validGroupOutLogged(topo *topology.Topology, log *slog.Logger, handle func(outT, *ctxT, *geofencepb.Ping) error, opts ...group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]) *grp {
+func validGroupOutLogged(topo *topology.Topology, log *slog.Logger, handle func(outT, *ctxT, *testpb.Ping) error, opts ...group.StreamOpt[testpb.Ping, *testpb.Ping]) *grp {
 	g := group.New[state](topo, testGroup, log)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error { return handle(out, c, p) }, opts...)
+	out := group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error { return handle(out, c, p) }, opts...)
 	return g
 }
 
@@ -142,7 +142,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			"declared stream without handler",
 			func() *grp {
 				g := group.New[state](topo, testGroup, nil)
-				group.Output[geofencepb.Trigger](g, topicOut)
+				group.Output[testpb.Trigger](g, topicOut)
 				return g
 			},
 			[]string{"declared stream input " + topicIn + " has no handler"},
@@ -151,7 +151,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			"undeclared output",
 			func() *grp {
 				g := validGroup(topo, ignorePing)
-				group.Output[geofencepb.Trigger](g, "gt-elsewhere")
+				group.Output[testpb.Trigger](g, "gt-elsewhere")
 				return g
 			},
 			[]string{"output gt-elsewhere is not declared"},
@@ -179,7 +179,7 @@ func TestGraphRefusesMismatch(t *testing.T) {
 			func() *grp {
 				g := group.New[state](topo, testGroup, nil)
 				group.Stream(g, "gt-a", ignorePing)
-				group.Output[geofencepb.Trigger](g, "gt-b")
+				group.Output[testpb.Trigger](g, "gt-b")
 				return g
 			},
 			[]string{"gt-a", "gt-b", topicIn + " has no handler", topicOut + " is not registered"},

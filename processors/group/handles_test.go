@@ -9,8 +9,8 @@ import (
 	"github.com/lovoo/goka/tester"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -23,12 +23,12 @@ import (
 func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 	// A handle of another build of the same declaration: what a package-level
 	// handle variable assigned in a constructor turns into once New runs twice.
-	foreign := group.Output[geofencepb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
+	foreign := group.Output[testpb.Trigger](group.New[state](testTopology(2), testGroup, quiet), topicOut)
 	var zero outT
-	var zeroLoop group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
-	handle := func(out outT, c *ctxT, p *geofencepb.Ping) error {
+	var zeroLoop group.LoopOut[testpb.Trigger, *testpb.Trigger]
+	handle := func(out outT, c *ctxT, p *testpb.Ping) error {
 		c.SetState(&state{DeviceId: c.Key(), Pings: 99})
-		trig := &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()}
+		trig := &testpb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()}
 		switch c.Key() {
 		case "zero":
 			zero.Emit(c, c.Key(), trig)
@@ -58,7 +58,7 @@ func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 		{"foreign", group.ReasonMisusedHandle, "declared on another group"},
 		{"panic", group.ReasonPanic, "assignment to entry in nil map"},
 	} {
-		p := &geofencepb.Ping{DeviceId: tc.key, Hlc: 5}
+		p := &testpb.Ping{DeviceId: tc.key, Hlc: 5}
 		tt.Consume(topicIn, tc.key, p)
 		checkDeadLetter(t, h.nextDeadLetter(t), tc.key, tc.reason, tc.errPart, p)
 		h.noMore(t)
@@ -69,7 +69,7 @@ func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 		}
 	}
 	// The processor goes on.
-	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 6})
+	tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 6})
 	if k, _, ok := h.out.Next(); !ok || k != "d1" {
 		t.Fatalf("after the failures: output %q %v", k, ok)
 	}
@@ -91,14 +91,14 @@ func TestUndeclaredRekeyIsRefused(t *testing.T) {
 		t.Fatalf("the declaration lists no flow to gt-by-fence, so Validate has nothing to refuse: %v", err)
 	}
 	g := group.New[state](topo, testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	byFence := group.Output[geofencepb.Trigger](g, "gt-by-fence")
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	out := group.Output[testpb.Trigger](g, topicOut)
+	byFence := group.Output[testpb.Trigger](g, "gt-by-fence")
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		if c.Key() == "rekey" {
-			byFence.Emit(c, "fence-1", &geofencepb.Trigger{DeviceId: c.Key()})
+			byFence.Emit(c, "fence-1", &testpb.Trigger{DeviceId: c.Key()})
 			return nil
 		}
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key()})
 		return nil
 	})
 	tt := tester.New(t)
@@ -109,13 +109,13 @@ func TestUndeclaredRekeyIsRefused(t *testing.T) {
 	runUntilCleanup(t, proc.Run)
 	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
 	fenced := tt.NewQueueTracker("gt-by-fence")
-	p := &geofencepb.Ping{DeviceId: "rekey", Hlc: 1}
+	p := &testpb.Ping{DeviceId: "rekey", Hlc: 1}
 	tt.Consume(topicIn, "rekey", p)
 	checkDeadLetter(t, h.nextDeadLetter(t), "rekey", group.ReasonUndeclaredRekey, "gt-by-fence (key fence_id) from gt-in (key device_id)", p)
 	if k, _, ok := fenced.Next(); ok {
 		t.Errorf("the undeclared re-key reached gt-by-fence under %q", k)
 	}
-	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 2})
+	tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 2})
 	if k, _, ok := h.out.Next(); !ok || k != "d1" {
 		t.Fatalf("same-key output after the refusal: %q %v", k, ok)
 	}
@@ -144,7 +144,7 @@ type buildable interface {
 // built, and the records were read as the wrong type — a Trigger loop handler
 // fed UInt64Value records saw unknown fields, and nothing was dead-lettered).
 func TestHandlesOfTheWrongTypeAreRefusedAtBuild(t *testing.T) {
-	ignoreTrigger := func(*ctxT, *geofencepb.Trigger) error { return nil }
+	ignoreTrigger := func(*ctxT, *testpb.Trigger) error { return nil }
 	for _, tc := range []struct {
 		name  string
 		build func() buildable
@@ -152,32 +152,32 @@ func TestHandlesOfTheWrongTypeAreRefusedAtBuild(t *testing.T) {
 	}{
 		{"output", func() buildable {
 			g := group.New[state](testTopology(2), testGroup, quiet)
-			group.Output[geofencepb.Ping](g, topicOut)
+			group.Output[testpb.Ping](g, topicOut)
 			group.Stream(g, topicIn, ignorePing)
 			return g
-		}, []string{"Output gt-out is typed fencestream.v1.Ping, but the topology declares gt-out as fencestream.v1.Trigger"}},
+		}, []string{"Output gt-out is typed fencestream.kit.test.v1.Ping, but the topology declares gt-out as fencestream.kit.test.v1.Trigger"}},
 		{"two outputs of one topic", func() buildable {
 			g := validGroup(testTopology(2), ignorePing)
-			group.Output[geofencepb.Occupancy](g, topicOut)
+			group.Output[testpb.Occupancy](g, topicOut)
 			return g
-		}, []string{"Output gt-out is typed fencestream.v1.Occupancy, but Output gt-out of the same topic is typed fencestream.v1.Trigger"}},
+		}, []string{"Output gt-out is typed fencestream.kit.test.v1.Occupancy, but Output gt-out of the same topic is typed fencestream.kit.test.v1.Trigger"}},
 		{"stream handler", func() buildable {
 			g := group.New[state](testTopology(2), testGroup, quiet)
-			group.Output[geofencepb.Trigger](g, topicOut)
+			group.Output[testpb.Trigger](g, topicOut)
 			group.Stream(g, topicIn, ignoreTrigger)
 			return g
-		}, []string{"Stream gt-in handler is typed fencestream.v1.Trigger, but the topology declares gt-in as fencestream.v1.Ping"}},
+		}, []string{"Stream gt-in handler is typed fencestream.kit.test.v1.Trigger, but the topology declares gt-in as fencestream.kit.test.v1.Ping"}},
 		{"loop handler", func() buildable {
 			g := validGroup(loopTopology(), ignorePing)
 			group.Loop(g, ignoreTrigger)
 			return g
-		}, []string{"Loop handler is typed fencestream.v1.Trigger, but the topology declares gt-loop as google.protobuf.UInt64Value"}},
+		}, []string{"Loop handler is typed fencestream.kit.test.v1.Trigger, but the topology declares gt-loop as google.protobuf.UInt64Value"}},
 		{"table state", func() buildable {
-			g := group.New[geofencepb.Occupancy](testTopology(2), testGroup, quiet)
-			group.Output[geofencepb.Trigger](g, topicOut)
-			group.Stream(g, topicIn, func(*group.Context[geofencepb.Occupancy, *geofencepb.Occupancy], *geofencepb.Ping) error { return nil })
+			g := group.New[testpb.Occupancy](testTopology(2), testGroup, quiet)
+			group.Output[testpb.Trigger](g, topicOut)
+			group.Stream(g, topicIn, func(*group.Context[testpb.Occupancy, *testpb.Occupancy], *testpb.Ping) error { return nil })
 			return g
-		}, []string{"the group table's state is typed fencestream.v1.Occupancy, but the topology declares gt-table as fencestream.v1.DeviceState"}},
+		}, []string{"the group table's state is typed fencestream.kit.test.v1.Occupancy, but the topology declares gt-table as fencestream.kit.test.v1.DeviceState"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.build()
@@ -205,12 +205,12 @@ func TestHandlesOfTheWrongTypeAreRefusedAtBuild(t *testing.T) {
 // used as if it had been declared before).
 func TestHandleDeclaredAfterBuildIsRefusedAtUse(t *testing.T) {
 	var late outT
-	g := validGroupOut(testTopology(2), func(out outT, c *ctxT, p *geofencepb.Ping) error {
+	g := validGroupOut(testTopology(2), func(out outT, c *ctxT, p *testpb.Ping) error {
 		if c.Key() == "late" {
-			late.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+			late.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key()})
 			return nil
 		}
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key()})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key()})
 		return nil
 	})
 	tt := tester.New(t)
@@ -218,10 +218,10 @@ func TestHandleDeclaredAfterBuildIsRefusedAtUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late = group.Output[geofencepb.Trigger](g, topicOut)
+	late = group.Output[testpb.Trigger](g, topicOut)
 	runUntilCleanup(t, proc.Run)
 	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
-	p := &geofencepb.Ping{DeviceId: "late"}
+	p := &testpb.Ping{DeviceId: "late"}
 	tt.Consume(topicIn, "late", p)
 	checkDeadLetter(t, h.nextDeadLetter(t), "late", group.ReasonMisusedHandle, "declared after its processor was built", p)
 	h.noMore(t)

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded"
@@ -37,10 +37,10 @@ func splitTopology() *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest-split",
 		Topics: []topology.Topic{
-			topic(topicIn, "fencestream.v1.Ping", topology.CleanupDelete),
-			topic(topicOddOut, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topic(topicEvenOut, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topic(topicTab, "fencestream.v1.DeviceState", topology.CleanupCompact),
+			topic(topicIn, "fencestream.kit.test.v1.Ping", topology.CleanupDelete),
+			topic(topicOddOut, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topic(topicEvenOut, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topic(topicTab, "fencestream.kit.test.v1.DeviceState", topology.CleanupCompact),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: splitParts, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{{
@@ -60,9 +60,9 @@ func splitTopology() *topology.Topology {
 
 func splitGroup() *grp {
 	g := group.New[state](splitTopology(), testGroup, quiet)
-	odd := group.Output[geofencepb.Trigger](g, topicOddOut)
-	even := group.Output[geofencepb.Trigger](g, topicEvenOut)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	odd := group.Output[testpb.Trigger](g, topicOddOut)
+	even := group.Output[testpb.Trigger](g, topicEvenOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &state{DeviceId: c.Key()}
@@ -73,7 +73,7 @@ func splitGroup() *grp {
 		if p.GetHlc()%2 == 1 {
 			out = odd
 		}
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
 		return nil
 	})
 	return g
@@ -159,7 +159,7 @@ func TestFailedInputIsNotCommittedPast(t *testing.T) {
 	}()
 
 	ping := func(key string, part int32, hlc uint64) *kgo.Record {
-		v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: key, Hlc: hlc})
+		v, _ := proto.Marshal(&testpb.Ping{DeviceId: key, Hlc: hlc})
 		return &kgo.Record{Topic: topicIn, Partition: part, Key: []byte(key), Value: v}
 	}
 	keys := []string{splitKeyOn("in0", 0), splitKeyOn("in1", 0), splitKeyOn("in2", 0)}

@@ -42,7 +42,7 @@ func TestKitImportsNoApplication(t *testing.T) {
 	}
 	_, here, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(here), "..", "..")
-	cmd := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, kitPackages...)...)
+	cmd := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{"\t"}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`}, kitPackages...)...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -53,14 +53,30 @@ func TestKitImportsNoApplication(t *testing.T) {
 		t.Fatalf("go list found only %d kit packages:\n%s", len(lines), out)
 	}
 	for _, line := range lines {
-		f := strings.Fields(line)
+		code, tests, _ := strings.Cut(line, "\t")
+		f := strings.Fields(code)
 		for _, imp := range f[1:] {
 			if !kitAllows(imp) {
 				t.Errorf("kit package %s imports %s, which is not on the kit's allow-list", f[0], imp)
 			}
 		}
+		// The kit's tests run on the kit's own test schema (internal/testpb):
+		// they may use any library, but nothing of the repository outside the kit.
+		if f[0] != groupPath && !strings.HasPrefix(f[0], groupPath+"/") {
+			continue // topology's and codecs' tests check the application's declaration and schema
+		}
+		for imp := range strings.FieldsSeq(tests) {
+			if strings.HasPrefix(imp, modulePath) && !kitAllows(imp) {
+				t.Errorf("the tests of kit package %s import %s: use processors/group/internal/testpb", f[0], imp)
+			}
+		}
 	}
 }
+
+const (
+	modulePath = "github.com/fencestream/fencestream/"
+	groupPath  = modulePath + "processors/group"
+)
 
 func kitAllows(imp string) bool {
 	first, _, _ := strings.Cut(imp, "/")

@@ -22,7 +22,8 @@ type metrics struct {
 	timersFired, timerErrors, timerTicks, lateRecords, windowWaits,
 	deadLettersCut *prometheus.CounterVec
 	recovery *recoveryCollector
-	// versionedRecords: versioned tables' dropped puts and unanswerable reads (versioned.go).
+	// versionedRecords: versioned tables' dropped puts and unanswerable reads
+	// (processors/group/versioned, through Operator.CountVersioned).
 	versionedRecords *prometheus.CounterVec
 	// processed holds recordsProcessed's series by input (processedKey), so
 	// a record does not pay for the label lookup.

@@ -10,8 +10,8 @@ import (
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -52,7 +52,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		t.Errorf("Storage(\"\"): %v", err)
 	}
 	// A stream option given a nil function is refused at build too.
-	g := validGroup(testTopology(1), ignorePing, group.OrderedByHLC[geofencepb.Ping](nil))
+	g := validGroup(testTopology(1), ignorePing, group.OrderedByHLC[testpb.Ping](nil))
 	if _, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t))); err == nil || !strings.Contains(err.Error(), "OrderedByHLC: nil function") {
 		t.Errorf("OrderedByHLC(nil): %v", err)
 	}
@@ -67,9 +67,9 @@ func metricsTopology() *topology.Topology {
 	return &topology.Topology{
 		Name: "grouptest-metrics",
 		Topics: []topology.Topic{
-			{Name: topicIn, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: topicOut, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: tab, Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: 1, Cleanup: topology.CleanupCompact},
+			{Name: topicIn, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: topicOut, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: tab, Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: 1, Cleanup: topology.CleanupCompact},
 			topology.TimersTopic(metricsGroup, "device_id", 1),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: 1, Cleanup: topology.CleanupDelete},
 		},
@@ -88,13 +88,13 @@ func metricsTopology() *topology.Topology {
 // 1h; the timer emits a trigger.
 func wallTimerGroup() *grp {
 	g := group.New[state](metricsTopology(), metricsGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	out := group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		c.SetState(&state{DeviceId: c.Key()})
 		return c.SetTimer("wall", time.UnixMilli(base).Add(time.Hour), group.WallClock)
 	})
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name})
 		return nil
 	})
 	return g
@@ -144,7 +144,7 @@ func (b *tbuild) fired(t *testing.T) []string {
 		if !ok {
 			return names
 		}
-		names = append(names, v.(*geofencepb.Trigger).GetFenceId())
+		names = append(names, v.(*testpb.Trigger).GetFenceId())
 	}
 }
 
@@ -157,8 +157,8 @@ func TestProcessorBuiltTwiceIsIndependent(t *testing.T) {
 	b1, b2 := buildOn(t, g, group.Registerer(prometheus.NewRegistry())), buildOn(t, g, group.Registerer(prometheus.NewRegistry()))
 	b1.run(t)
 	b2.run(t)
-	b1.tt.Consume(topicIn, "k1", &geofencepb.Ping{DeviceId: "k1"})
-	b2.tt.Consume(topicIn, "k2", &geofencepb.Ping{DeviceId: "k2"})
+	b1.tt.Consume(topicIn, "k1", &testpb.Ping{DeviceId: "k1"})
+	b2.tt.Consume(topicIn, "k2", &testpb.Ping{DeviceId: "k2"})
 	// Only b1's clock reaches the timers.
 	b1.setNow(time.UnixMilli(base).Add(2 * time.Hour))
 	if got := b2.fired(t); len(got) != 0 {
@@ -220,7 +220,7 @@ func TestMetricsAreOnTheProcessorsRegisterer(t *testing.T) {
 	b1, b2 := buildOn(t, wallTimerGroup(), group.Registerer(reg1)), buildOn(t, wallTimerGroup(), group.Registerer(reg2))
 	b1.run(t)
 	b2.run(t)
-	b1.tt.Consume(topicIn, "k1", &geofencepb.Ping{DeviceId: "k1"})
+	b1.tt.Consume(topicIn, "k1", &testpb.Ping{DeviceId: "k1"})
 	b1.setNow(time.UnixMilli(base).Add(2 * time.Hour))
 	if got := b1.fired(t); len(got) != 1 {
 		t.Fatalf("fired %v, want one timer", got)
@@ -254,7 +254,7 @@ func TestMetricsAreOnTheProcessorsRegisterer(t *testing.T) {
 	// A second processor on reg1 shares its collectors.
 	b3 := buildOn(t, wallTimerGroup(), group.Registerer(reg1))
 	b3.run(t)
-	b3.tt.Consume(topicIn, "k3", &geofencepb.Ping{DeviceId: "k3"})
+	b3.tt.Consume(topicIn, "k3", &testpb.Ping{DeviceId: "k3"})
 	if v, _ := counterValue(t, reg1, "fencestream_records_processed_total", mine); v != 3 {
 		t.Errorf("records processed on the shared registry = %v, want 3", v)
 	}

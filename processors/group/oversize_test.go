@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -60,14 +60,14 @@ func oversizeGroup(t *testing.T, cl cluster.Config, logs *embeddedtest.SyncBuffe
 	}
 	seen := &seenHLCs{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g := validGroupOutLogged(topo, log, func(_ outT, c *ctxT, p *geofencepb.Ping) error {
+	g := validGroupOutLogged(topo, log, func(_ outT, c *ctxT, p *testpb.Ping) error {
 		if p.GetHlc() == panicHLC {
 			panic("cannot handle " + strings.Repeat("x", grouptest.OversizeBytes))
 		}
 		seen.add(p.GetHlc())
-		c.SetState(&geofencepb.DeviceState{DeviceId: c.Key(), LastHlc: p.GetHlc()})
+		c.SetState(&testpb.DeviceState{DeviceId: c.Key(), LastHlc: p.GetHlc()})
 		return nil
-	}, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
+	}, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 	proc, err := g.Processor(ctx, cl, group.StateDir(t.TempDir()), group.RestartBackoff(50*time.Millisecond, 500*time.Millisecond), group.Registerer(reg))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func oversizeGroup(t *testing.T, cl cluster.Config, logs *embeddedtest.SyncBuffe
 
 func pingBytes(t *testing.T, device string, hlc uint64) []byte {
 	t.Helper()
-	v, err := proto.Marshal(&geofencepb.Ping{DeviceId: device, Hlc: hlc})
+	v, err := proto.Marshal(&testpb.Ping{DeviceId: device, Hlc: hlc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,15 +218,15 @@ func TestDeadLetterRefusedForSizeIsSentCutDown(t *testing.T) {
 // limit; it is recorded, and sent, cut down.
 func TestRejectedLargeInputIsRecordedCutDown(t *testing.T) {
 	h := grouptest.New(t, time.Now())
-	h.Start(validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
-		c.SetState(&geofencepb.DeviceState{DeviceId: c.Key(), LastHlc: p.GetHlc()})
+	h.Start(validGroup(testTopology(2), func(c *ctxT, p *testpb.Ping) error {
+		c.SetState(&testpb.DeviceState{DeviceId: c.Key(), LastHlc: p.GetHlc()})
 		if len(p.GetDeviceId()) > topology.MaxKeyBytes {
 			return errors.New("device_id is not the key")
 		}
 		return nil
 	}))
-	h.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
-	h.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: strings.Repeat("x", 200_000), Hlc: 2})
+	h.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 1})
+	h.Consume(topicIn, "d1", &testpb.Ping{DeviceId: strings.Repeat("x", 200_000), Hlc: 2})
 	dls := grouptest.DeadLetters(h)
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -25,16 +25,16 @@ import (
 // applied twice would emit a different record.
 type counting struct{ calls atomic.Int64 }
 
-func (h *counting) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
+func (h *counting) handle(out outT, c *ctxT, p *testpb.Ping) error {
 	h.calls.Add(1)
 	st := c.State()
 	if st == nil {
-		st = &geofencepb.DeviceState{DeviceId: c.Key()}
+		st = &testpb.DeviceState{DeviceId: c.Key()}
 	}
 	st.Pings++
 	st.LastHlc = p.GetHlc()
 	c.SetState(st)
-	out.Emit(c, c.Key(), &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%d", c.Key(), st.Pings), DeviceId: c.Key(), Hlc: p.GetHlc()})
+	out.Emit(c, c.Key(), &testpb.Trigger{TriggerId: fmt.Sprintf("%s|%d", c.Key(), st.Pings), DeviceId: c.Key(), Hlc: p.GetHlc()})
 	return nil
 }
 
@@ -96,16 +96,16 @@ func TestRedeliveryReemitsOutputs(t *testing.T) {
 			const devices, perDevice = 8, 5
 			for i := range perDevice {
 				for d := range devices {
-					v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
+					v, _ := proto.Marshal(&testpb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
 					if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(fmt.Sprint("d", d)), Value: v}).FirstErr(); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			h := &counting{}
-			var opts []group.StreamOpt[geofencepb.Ping, *geofencepb.Ping]
+			var opts []group.StreamOpt[testpb.Ping, *testpb.Ping]
 			if tc.ordered {
-				opts = append(opts, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() }))
+				opts = append(opts, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 			}
 			stateDir := t.TempDir()
 			build := func(dir string) *group.Processor {
@@ -178,7 +178,7 @@ func TestRedeliveryBeyondTheWindowIsCounted(t *testing.T) {
 	const devices, perDevice, window = 4, 6, 2
 	for i := range perDevice {
 		for d := range devices {
-			v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
+			v, _ := proto.Marshal(&testpb.Ping{DeviceId: fmt.Sprint("d", d), Hlc: uint64(100 + i)})
 			if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(fmt.Sprint("d", d)), Value: v}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestRedeliveryBeyondTheWindowIsCounted(t *testing.T) {
 	h := &counting{}
 	stateDir := t.TempDir()
 	build := func() *group.Processor {
-		proc, err := validGroupOut(topo, h.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(ctx, cluster.Config{Brokers: cl.Brokers},
+		proc, err := validGroupOut(topo, h.handle, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() })).Processor(ctx, cluster.Config{Brokers: cl.Brokers},
 			group.StateDir(stateDir), group.ReplayWindow(window), group.CommittedOffsets(commitsUnknown))
 		if err != nil {
 			t.Fatal(err)

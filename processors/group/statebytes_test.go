@@ -7,8 +7,8 @@ import (
 	"github.com/lovoo/goka/tester"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -22,7 +22,7 @@ func TestStateBytes(t *testing.T) {
 		after  bool   // StateBytes was nil after SetState
 	}
 	var got []seen
-	handle := func(c *ctxT, p *geofencepb.Ping) error {
+	handle := func(c *ctxT, p *testpb.Ping) error {
 		var s seen
 		if b := c.StateBytes(); b == nil {
 			s.none = true
@@ -51,8 +51,8 @@ func TestStateBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilCleanup(t, proc.Run)
-	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
-	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 2})
+	tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 1})
+	tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 2})
 	if len(got) != 2 {
 		t.Fatalf("%d callbacks, want 2", len(got))
 	}

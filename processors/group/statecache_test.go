@@ -7,8 +7,8 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -19,15 +19,15 @@ import (
 func TestCacheStates(t *testing.T) {
 	tt := tester.New(t)
 	type sight struct {
-		st    *geofencepb.DeviceState
+		st    *testpb.DeviceState
 		pings uint64 // as State returned it
 	}
 	var seen []sight
-	g := validGroup(testTopology(2), func(c *ctxT, p *geofencepb.Ping) error {
+	g := validGroup(testTopology(2), func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		seen = append(seen, sight{st, uint64(st.GetPings())})
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+			st = &testpb.DeviceState{DeviceId: c.Key()}
 		}
 		switch p.GetHlc() {
 		case 2: // changed, never handed back
@@ -46,7 +46,7 @@ func TestCacheStates(t *testing.T) {
 	runUntilCleanup(t, proc.Run)
 	ping := func(hlc uint64) sight {
 		t.Helper()
-		tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: hlc})
+		tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: hlc})
 		return seen[len(seen)-1]
 	}
 	ping(1)
@@ -65,7 +65,7 @@ func TestCacheStates(t *testing.T) {
 		t.Fatalf("ping 4 saw %p (pings %d), want the cached %p (pings 2)", got.st, got.pings, afterSet)
 	}
 	// Another writer: the stored bytes differ from what was cached.
-	tt.SetTableValue(goka.GroupTable(goka.Group(testGroup)), "d1", &geofencepb.DeviceState{DeviceId: "d1", Pings: 50})
+	tt.SetTableValue(goka.GroupTable(goka.Group(testGroup)), "d1", &testpb.DeviceState{DeviceId: "d1", Pings: 50})
 	if got := ping(5); got.pings != 50 {
 		t.Fatalf("ping 5 saw pings %d, want 50 (written by someone else)", got.pings)
 	}

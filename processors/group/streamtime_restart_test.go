@@ -11,9 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -27,14 +28,14 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 	t.Helper()
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
 	g := group.New[kitpb.JoinBuffer](tableOf(timerTopology(1), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	j := group.NewStreamJoin(g, "j", group.JoinWindows(10*time.Millisecond, 5*time.Millisecond, group.LeftJoin),
+	out := group.Output[testpb.Trigger](g, topicOut)
+	j := windows.NewStreamJoin(g, "j", windows.JoinWindows(10*time.Millisecond, 5*time.Millisecond, windows.LeftJoin),
 		func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
-		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: pairString(l, r)})
+		func(c *jctx, _ *kitpb.JoinBuffer, l, r *testpb.Ping) error {
+			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: pairString(l, r)})
 			return nil
 		})
-	group.Stream(g, topicIn, func(c *jctx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *jctx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.JoinBuffer{}
@@ -44,14 +45,14 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 			add = j.AddRight
 		}
 		err := add(c, st, c.EventTime(), p)
-		if errors.Is(err, group.ErrLate) {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: fmt.Sprintf("late:%s@%d", c.Key(), p.GetDeviceTimeMs())})
+		if errors.Is(err, windows.ErrLate) {
+			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: fmt.Sprintf("late:%s@%d", c.Key(), p.GetDeviceTimeMs())})
 		} else if err != nil {
 			return err
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	ctx, cancel := context.WithCancel(context.Background())
 	wall := &wallClock{at: time.UnixMilli(base)}
 	p, err := g.Processor(ctx, cl, group.StateDir(dir), group.Clock(wall.now), group.TimerInterval(time.Hour))
@@ -65,7 +66,7 @@ func startJoinMember(t *testing.T, cl cluster.Config, dir string) *indexedMember
 	return m
 }
 
-func pairString(l, r *geofencepb.Ping) string {
+func pairString(l, r *testpb.Ping) string {
 	ls, rs := "-", "-"
 	if l != nil {
 		ls = fmt.Sprint("L@", l.GetDeviceTimeMs())
@@ -109,7 +110,7 @@ func TestStreamTimeSurvivesARestart(t *testing.T) {
 				if r.right {
 					lat = 1
 				}
-				v, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: r.key, DeviceTimeMs: r.at, Lat: lat})
+				v, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: r.key, DeviceTimeMs: r.at, Lat: lat})
 				if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topicIn, Key: []byte(r.key), Value: v}).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +129,7 @@ func TestStreamTimeSurvivesARestart(t *testing.T) {
 		embeddedtest.ConsumeUntil(t, cl, topicOut, func(rs []*kgo.Record) bool {
 			got = got[:0]
 			for _, r := range rs {
-				tr, err := codecs.For[geofencepb.Trigger]().Unmarshal(r.Value)
+				tr, err := codecs.For[testpb.Trigger]().Unmarshal(r.Value)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,8 +8,8 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -34,10 +34,10 @@ func TestJoinAndLookup(t *testing.T) {
 	}
 	var joined, looked []string
 	g := group.New[state](topo, testGroup, quiet)
-	devices := group.Join[geofencepb.DeviceState](g, "devices-table")
-	fleets := group.Lookup[geofencepb.Occupancy](g, "fleet-table")
-	group.Output[geofencepb.Trigger](g, topicOut)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	devices := group.Join[testpb.DeviceState](g, "devices-table")
+	fleets := group.Lookup[testpb.Occupancy](g, "fleet-table")
+	group.Output[testpb.Trigger](g, topicOut)
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		d, err := devices.Get(c)
 		if err != nil {
 			return err
@@ -56,17 +56,17 @@ func TestJoinAndLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilCleanup(t, proc.Run)
-	tt.SetTableValue(goka.Table("devices-table"), "d1", &geofencepb.DeviceState{DeviceId: "d1-state"})
-	tt.SetTableValue(goka.Table("fleet-table"), "fleet-d1", &geofencepb.Occupancy{FenceId: "fleet-of-d1"})
-	tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
-	tt.Consume(topicIn, "d2", &geofencepb.Ping{DeviceId: "d2", Hlc: 1}) // nothing in either table
+	tt.SetTableValue(goka.Table("devices-table"), "d1", &testpb.DeviceState{DeviceId: "d1-state"})
+	tt.SetTableValue(goka.Table("fleet-table"), "fleet-d1", &testpb.Occupancy{FenceId: "fleet-of-d1"})
+	tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 1})
+	tt.Consume(topicIn, "d2", &testpb.Ping{DeviceId: "d2", Hlc: 1}) // nothing in either table
 	if strings.Join(joined, ",") != "d1-state," || strings.Join(looked, ",") != "fleet-of-d1," {
 		t.Fatalf("joined %q, looked up %q", joined, looked)
 	}
 
 	// A join the declaration does not list is refused.
 	g2 := validGroup(testTopology(2), ignorePing)
-	group.Join[geofencepb.DeviceState](g2, "devices-table")
+	group.Join[testpb.DeviceState](g2, "devices-table")
 	if _, err := g2.Graph(); err == nil || !strings.Contains(err.Error(), "joined table devices-table is not declared") {
 		t.Fatalf("undeclared join: %v", err)
 	}

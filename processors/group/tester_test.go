@@ -13,8 +13,8 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -28,7 +28,7 @@ type auditor struct {
 	headers []string
 }
 
-func (a *auditor) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
+func (a *auditor) handle(out outT, c *ctxT, p *testpb.Ping) error {
 	a.mu.Lock()
 	a.headers = append(a.headers, string(c.Header("trace")))
 	a.mu.Unlock()
@@ -36,12 +36,12 @@ func (a *auditor) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
 	case "reject":
 		return fmt.Errorf("ping of %s is out of range", c.Key())
 	case "emit-empty":
-		out.Emit(c, "", &geofencepb.Trigger{DeviceId: p.GetDeviceId()})
+		out.Emit(c, "", &testpb.Trigger{DeviceId: p.GetDeviceId()})
 		return nil
 	}
 	st := c.State()
 	if st == nil {
-		st = &geofencepb.DeviceState{DeviceId: c.Key()}
+		st = &testpb.DeviceState{DeviceId: c.Key()}
 	}
 	a.mu.Lock()
 	a.audits = append(a.audits, p.GetHlc())
@@ -50,7 +50,7 @@ func (a *auditor) handle(out outT, c *ctxT, p *geofencepb.Ping) error {
 	st.Pings++
 	st.Partition = c.Partition()
 	c.SetState(st)
-	out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
+	out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: p.GetHlc()})
 	return nil
 }
 
@@ -73,7 +73,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{tt: tester.New(t), a: &auditor{}}
-	proc, err := validGroupOut(testTopology(2), h.a.handle, group.OrderedByHLC(func(p *geofencepb.Ping) uint64 { return p.GetHlc() })).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
+	proc, err := validGroupOut(testTopology(2), h.a.handle, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() })).Processor(context.Background(), cluster.Config{}, group.Tester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func (h *harness) noMore(t *testing.T) {
 	}
 }
 
-func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, orig *geofencepb.Ping) {
+func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, orig *testpb.Ping) {
 	t.Helper()
 	if dl.key != key {
 		t.Errorf("dead letter key %q, want the original %q", dl.key, key)
@@ -155,7 +155,7 @@ func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, o
 		}
 		return
 	}
-	var got geofencepb.Ping
+	var got testpb.Ping
 	if err := proto.Unmarshal(dl.value, &got); err != nil {
 		t.Fatalf("dead-letter value is not the original ping: %v", err)
 	}
@@ -166,21 +166,21 @@ func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, o
 
 func TestHandlerErrorDeadLettersInvalid(t *testing.T) {
 	h := newHarness(t)
-	bad := &geofencepb.Ping{DeviceId: "reject", Lat: 91, Lon: 13, Hlc: 7}
+	bad := &testpb.Ping{DeviceId: "reject", Lat: 91, Lon: 13, Hlc: 7}
 	h.tt.Consume(topicIn, "reject", bad)
 	checkDeadLetter(t, h.nextDeadLetter(t), "reject", group.ReasonInvalid, "ping of reject is out of range", bad)
 	h.noMore(t)
 
 	// Processing continues with the next record.
-	h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 1})
-	if k, v, ok := h.out.Next(); !ok || k != "d1" || v.(*geofencepb.Trigger).GetHlc() != 1 {
+	h.tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 1})
+	if k, v, ok := h.out.Next(); !ok || k != "d1" || v.(*testpb.Trigger).GetHlc() != 1 {
 		t.Fatalf("after a rejected record: output %q %v %v", k, v, ok)
 	}
 }
 
 func TestEmitEmptyKeyDeadLetters(t *testing.T) {
 	h := newHarness(t)
-	p := &geofencepb.Ping{DeviceId: "emit-empty", Hlc: 3}
+	p := &testpb.Ping{DeviceId: "emit-empty", Hlc: 3}
 	h.tt.Consume(topicIn, "emit-empty", p)
 	checkDeadLetter(t, h.nextDeadLetter(t), "emit-empty", group.ReasonBadEmitKey, "emit to "+topicOut, p)
 	h.noMore(t) // nothing reached the output topic
@@ -188,7 +188,7 @@ func TestEmitEmptyKeyDeadLetters(t *testing.T) {
 
 func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	h := newHarness(t)
-	p := &geofencepb.Ping{DeviceId: "d1", Hlc: 1}
+	p := &testpb.Ping{DeviceId: "d1", Hlc: 1}
 	h.tt.Consume(topicIn, "", p)
 	checkDeadLetter(t, h.nextDeadLetter(t), "", group.ReasonEmptyKey, "", p)
 	h.noMore(t)
@@ -200,7 +200,7 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	// dead-lettered as an empty value and does not stop the processor.
 	h.tt.Consume(topicIn, "d2", nil)
 	checkDeadLetter(t, h.nextDeadLetter(t), "d2", group.ReasonEmptyValue, "no value", nil)
-	h.tt.Consume(topicIn, "d2", &geofencepb.Ping{DeviceId: "d2", Hlc: 4})
+	h.tt.Consume(topicIn, "d2", &testpb.Ping{DeviceId: "d2", Hlc: 4})
 	if k, _, ok := h.out.Next(); !ok || k != "d2" {
 		t.Fatalf("after a null value: output %q %v", k, ok)
 	}
@@ -215,7 +215,7 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 func TestOrderedByHLC(t *testing.T) {
 	h := newHarness(t)
 	send := func(hlc uint64) {
-		h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: hlc}, tester.WithHeaders(goka.Headers{"trace": []byte(fmt.Sprint("t", hlc))}))
+		h.tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: hlc}, tester.WithHeaders(goka.Headers{"trace": []byte(fmt.Sprint("t", hlc))}))
 	}
 	for _, hlc := range []uint64{10, 5, 10, 11} {
 		send(hlc)
@@ -223,7 +223,7 @@ func TestOrderedByHLC(t *testing.T) {
 	if got := h.a.takeAudits(); fmt.Sprint(got) != "[10 11]" {
 		t.Fatalf("handler saw HLCs %v, want [10 11]", got)
 	}
-	st, err := group.StateOf[geofencepb.DeviceState](h.tt.TableValue(goka.Table(topicTab), "d1"))
+	st, err := group.StateOf[testpb.DeviceState](h.tt.TableValue(goka.Table(topicTab), "d1"))
 	if err != nil || st.GetLastHlc() != 11 || st.GetPings() != 2 {
 		t.Fatalf("state %v (%v): want last_hlc 11, 2 applied", st, err)
 	}
@@ -233,12 +233,12 @@ func TestOrderedByHLC(t *testing.T) {
 		if !ok {
 			break
 		}
-		hlcs = append(hlcs, v.(*geofencepb.Trigger).GetHlc())
+		hlcs = append(hlcs, v.(*testpb.Trigger).GetHlc())
 	}
 	if fmt.Sprint(hlcs) != "[10 10 11]" {
 		t.Errorf("outputs for HLCs %v, want [10 10 11] (10 replayed)", hlcs)
 	}
-	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonStale, "last applied 10, got 5", &geofencepb.Ping{DeviceId: "d1", Hlc: 5})
+	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonStale, "last applied 10, got 5", &testpb.Ping{DeviceId: "d1", Hlc: 5})
 	h.noMore(t)
 	h.a.mu.Lock()
 	defer h.a.mu.Unlock()
@@ -252,8 +252,8 @@ func TestOrderedByHLC(t *testing.T) {
 // (duplicate-hlc), the same ping produced again is replayed.
 func TestDuplicateHLCIsDeadLettered(t *testing.T) {
 	h := newHarness(t)
-	first := &geofencepb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.5}
-	other := &geofencepb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.6}
+	first := &testpb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.5}
+	other := &testpb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.6}
 	h.tt.Consume(topicIn, "d1", first)
 	h.tt.Consume(topicIn, "d1", other)
 	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonDuplicateHLC, "different record", other)
@@ -262,7 +262,7 @@ func TestDuplicateHLCIsDeadLettered(t *testing.T) {
 		t.Fatalf("handler saw HLCs %v, want [10]", got)
 	}
 	for i := range 2 {
-		if _, v, ok := h.out.Next(); !ok || v.(*geofencepb.Trigger).GetHlc() != 10 {
+		if _, v, ok := h.out.Next(); !ok || v.(*testpb.Trigger).GetHlc() != 10 {
 			t.Fatalf("output %d: %v %v, want the trigger of HLC 10 (then its replay)", i, v, ok)
 		}
 	}
@@ -271,7 +271,7 @@ func TestDuplicateHLCIsDeadLettered(t *testing.T) {
 
 func TestViewGetOnTester(t *testing.T) {
 	h := newHarness(t)
-	v, err := group.NewView[geofencepb.DeviceState](cluster.Config{}, topicTab, group.ViewTester(h.tt))
+	v, err := group.NewView[testpb.DeviceState](cluster.Config{}, topicTab, group.ViewTester(h.tt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +289,12 @@ func TestViewGetOnTester(t *testing.T) {
 	}
 
 	// State written by the processor is visible, typed.
-	h.tt.Consume(topicIn, "d1", &geofencepb.Ping{DeviceId: "d1", Hlc: 42})
+	h.tt.Consume(topicIn, "d1", &testpb.Ping{DeviceId: "d1", Hlc: 42})
 	st, err := v.Get("d1")
 	if err != nil || st.GetLastHlc() != 42 || st.GetDeviceId() != "d1" {
 		t.Fatalf("Get(d1) = %v, %v", st, err)
 	}
-	h.tt.SetTableValue(goka.Table(topicTab), "d2", &geofencepb.DeviceState{DeviceId: "d2", Pings: 5})
+	h.tt.SetTableValue(goka.Table(topicTab), "d2", &testpb.DeviceState{DeviceId: "d2", Pings: 5})
 	if st, err := v.Get("d2"); err != nil || st.GetPings() != 5 {
 		t.Fatalf("Get(d2) = %v, %v", st, err)
 	}
@@ -302,14 +302,14 @@ func TestViewGetOnTester(t *testing.T) {
 		t.Fatalf("Get(missing) = %v, %v; want nil, nil", st, err)
 	}
 	seen := map[string]uint64{}
-	if err := v.Each(func(k string, s *geofencepb.DeviceState) bool { seen[k] = s.GetPings(); return true }); err != nil {
+	if err := v.Each(func(k string, s *testpb.DeviceState) bool { seen[k] = s.GetPings(); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != 2 || seen["d1"] != 1 || seen["d2"] != 5 {
 		t.Fatalf("Each saw %v", seen)
 	}
 	n := 0
-	if err := v.Each(func(string, *geofencepb.DeviceState) bool { n++; return false }); err != nil || n != 1 {
+	if err := v.Each(func(string, *testpb.DeviceState) bool { n++; return false }); err != nil || n != 1 {
 		t.Fatalf("Each stopping early: %d visits, %v", n, err)
 	}
 }

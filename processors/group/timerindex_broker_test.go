@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -39,7 +39,7 @@ func (w *wallClock) set(t time.Time) { w.mu.Lock(); w.at = t; w.mu.Unlock() }
 func startIndexed(t *testing.T, cl cluster.Config, dir string, wall *wallClock) *indexedMember {
 	t.Helper()
 	g := group.New[state](timerTopology(rebalanceParts), testGroup, quiet)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		switch p.GetLat() {
 		case 3:
 			c.CancelTimer("wall")
@@ -48,9 +48,9 @@ func startIndexed(t *testing.T, cl cluster.Config, dir string, wall *wallClock) 
 		}
 		return nil
 	})
-	fired := group.Output[geofencepb.Trigger](g, topicOut)
+	fired := group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-		fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
+		fired.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,7 +135,7 @@ func TestTimerIndexIsBuiltFromTheStoreAndLooksCostTheDueKeys(t *testing.T) {
 	// Before the restart: cancel one key's wall timer and move another's.
 	cancelled, moved := wallKeys[0], wallKeys[1]
 	for key, lat := range map[string]float64{cancelled: 3, moved: 4} {
-		ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: key, Lat: lat})
+		ping, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: key, Lat: lat})
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topicIn, Key: []byte(key), Value: ping}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -53,14 +53,14 @@ func TestTimerBurstDoesNotQueueAheadOfInput(t *testing.T) {
 	)
 	firedAtPing.Store(-1)
 	g := group.New[state](timerTopology(1), testGroup, quiet)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		firedAtPing.Store(fired.Load()) // one partition: timers fire in this goroutine
 		pingsApplied.Add(1)
 		return nil
 	})
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 		fired.Add(1)
 		mu.Lock()
 		firedPerKey[c.Key()]++
@@ -87,7 +87,7 @@ func TestTimerBurstDoesNotQueueAheadOfInput(t *testing.T) {
 	// The ping is sent once the burst is being applied, so whatever ticks
 	// are then queued for the partition (sent, fetched) are ahead of it.
 	waitFor(t, "the burst's first timer fired", time.Minute, func() bool { return fired.Load() > 0 })
-	ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: "ping"})
+	ping, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: "ping"})
 	if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topicIn, Key: []byte("ping"), Value: ping}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -176,13 +176,13 @@ func OnTimer[S any, PS codecs.Message[S]](g *Group[S, PS], handle func(c *Contex
 	g.onTimer = handle
 }
 
-// onKitTimer routes the kit's own timers whose name starts with prefix.
-func (g *Group[S, PS]) onKitTimer(prefix string, handle func(c *Context[S, PS], t Timer) error) {
+// onKitTimer routes the kit's own timer kitTimerPrefix+name to handle.
+func (g *Group[S, PS]) onKitTimer(name string, handle func(c *Context[S, PS], t Timer) error) {
 	g.useTimers()
 	if g.kitTimers == nil {
 		g.kitTimers = map[string]func(*Context[S, PS], Timer) error{}
 	}
-	g.kitTimers[kitTimerPrefix+prefix] = handle
+	g.kitTimers[kitTimerPrefix+name] = handle
 }
 
 // useTimers adds the timer edges once: the timer topic as an input (ticks run
@@ -240,12 +240,9 @@ func (g *Group[S, PS]) fireDue(c *Context[S, PS], tick *kitpb.Tick) error {
 		c.eventTime = tm.At
 		handle := g.onTimer
 		if strings.HasPrefix(tm.Name, kitTimerPrefix) {
-			handle = nil
-			for prefix, h := range g.kitTimers {
-				if strings.HasPrefix(tm.Name, prefix) {
-					handle = h
-				}
-			}
+			// By the exact name: window sets "hour" and "hourly" of one
+			// group each get their own timer.
+			handle = g.kitTimers[tm.Name]
 		}
 		if handle == nil {
 			c.Logger().Warn("timer has no handler; dropped", "timer", tm.Name)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -81,7 +81,7 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 	t.Helper()
 	h := &timerHarness{tt: tester.New(t), wall: time.UnixMilli(base)}
 	g := group.New[state](timerTopology(1), testGroup, quiet)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		at := c.EventTime().Add(time.Minute)
 		err := c.SetTimer("silence", at, group.StreamClock)
 		switch p.GetLat() {
@@ -96,8 +96,8 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 		h.errs = append(h.errs, err)
 		h.mu.Unlock()
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	fired := group.Output[geofencepb.Trigger](g, topicOut)
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	fired := group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
 		st := c.State()
 		if st == nil {
@@ -105,7 +105,7 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 		}
 		st.Pings++ // counts firings, to show the state is stored with them
 		c.SetState(st)
-		fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
+		fired.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 		return nil
 	})
 	opts = append(opts, group.Tester(h.tt), group.Clock(func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.wall }))
@@ -118,7 +118,7 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 }
 
 func (h *timerHarness) ping(key string, lat float64, eventMs int64) {
-	h.tt.Consume(topicIn, key, &geofencepb.Ping{DeviceId: key, Lat: lat, DeviceTimeMs: eventMs})
+	h.tt.Consume(topicIn, key, &testpb.Ping{DeviceId: key, Lat: lat, DeviceTimeMs: eventMs})
 }
 
 func (h *timerHarness) setWall(t time.Time) { h.mu.Lock(); h.wall = t; h.mu.Unlock() }
@@ -134,7 +134,7 @@ func (h *timerHarness) fire(t *testing.T) []string {
 		if !ok {
 			return got
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		got = append(got, k+"/"+tr.GetFenceId()+"@"+time.Duration((tr.GetEventTimeMs()-base)*int64(time.Millisecond)).String())
 	}
 }
@@ -240,7 +240,7 @@ func TestTimersAreBoundedPerKey(t *testing.T) {
 func TestTimersNeedDeclaredTopic(t *testing.T) {
 	g := group.New[state](testTopology(1), testGroup, quiet)
 	group.Stream(g, topicIn, ignorePing)
-	group.Output[geofencepb.Trigger](g, topicOut)
+	group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "no timer topic") {
 		t.Fatalf("graph without a declared timer topic: %v", err)
@@ -284,10 +284,10 @@ func BenchmarkTimerLook(b *testing.B) {
 	const keys = 10_000
 	tt := tester.New(b)
 	g := group.New[state](timerTopology(1), testGroup, quiet)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		return c.SetTimer("t", c.EventTime().Add(time.Hour), group.StreamClock)
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	group.Output[geofencepb.Trigger](g, topicOut)
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	group.Output[testpb.Trigger](g, topicOut)
 	group.OnTimer(g, func(*ctxT, group.Timer) error { return nil })
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return time.UnixMilli(base) }))
 	if err != nil {
@@ -298,7 +298,7 @@ func BenchmarkTimerLook(b *testing.B) {
 	go func() { done <- proc.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for i := range keys {
-		tt.Consume(topicIn, fmt.Sprintf("k%d", i), &geofencepb.Ping{DeviceTimeMs: base})
+		tt.Consume(topicIn, fmt.Sprintf("k%d", i), &testpb.Ping{DeviceTimeMs: base})
 	}
 	b.ResetTimer()
 	for b.Loop() {

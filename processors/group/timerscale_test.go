@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencestream/fencestream/codecs"
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -67,12 +67,12 @@ func BenchmarkIdleTimersAtScale(b *testing.B) {
 			}
 		}
 		g := group.New[state](timerTopology(parts), testGroup, quiet)
-		group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+		group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 			return c.SetTimer("wall", time.UnixMilli(p.GetDeviceTimeMs()), group.WallClock)
 		})
-		fired := group.Output[geofencepb.Trigger](g, topicOut)
+		fired := group.Output[testpb.Trigger](g, topicOut)
 		group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-			fired.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
+			fired.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: tm.Name, EventTimeMs: tm.At.UnixMilli()})
 			return nil
 		})
 		start := time.Now()
@@ -104,7 +104,7 @@ func BenchmarkIdleTimersAtScale(b *testing.B) {
 		due := time.Now().Add(3 * time.Second)
 		for i := range 10 {
 			k := fmt.Sprintf("device-%07d", i*(keys/10))
-			ping, _ := codecs.For[geofencepb.Ping]().Marshal(&geofencepb.Ping{DeviceId: k, DeviceTimeMs: due.UnixMilli()})
+			ping, _ := codecs.For[testpb.Ping]().Marshal(&testpb.Ping{DeviceId: k, DeviceTimeMs: due.UnixMilli()})
 			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(k), Value: ping}).FirstErr(); err != nil {
 				b.Fatal(err)
 			}

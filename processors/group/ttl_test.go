@@ -7,8 +7,8 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -16,7 +16,7 @@ import (
 func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 	tt := tester.New(t)
 	g := group.New[state](timerTopology(1), testGroup, quiet)
-	group.Stream(g, topicIn, func(c *ctxT, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &state{}
@@ -24,8 +24,8 @@ func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 		st.Pings++
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
-	group.Output[geofencepb.Trigger](g, topicOut)
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	group.Output[testpb.Trigger](g, topicOut)
 	group.StateTTL(g, time.Hour)
 	wall := time.UnixMilli(base).Add(24 * time.Hour)
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
@@ -34,7 +34,7 @@ func TestStateTTLExpiresUntouchedKeysInStreamTime(t *testing.T) {
 	}
 	runUntilCleanup(t, proc.Run)
 	ping := func(key string, at time.Duration) {
-		tt.Consume(topicIn, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base + at.Milliseconds()})
+		tt.Consume(topicIn, key, &testpb.Ping{DeviceId: key, DeviceTimeMs: base + at.Milliseconds()})
 	}
 	fire := func() { fireTimers(t, tt, proc) }
 	ping("old", 0)

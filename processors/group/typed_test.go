@@ -21,16 +21,16 @@ func compile(t *testing.T, body string) (string, error) {
 	prog := `package main
 
 import (
-	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group"
 )
 
-var _ = geofencepb.Ping{}
+var _ = testpb.Ping{}
 
 func main() {
-	var c *group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
-	var out group.Out[geofencepb.Trigger, *geofencepb.Trigger]
-	var loop group.LoopOut[geofencepb.Trigger, *geofencepb.Trigger]
+	var c *group.Context[testpb.DeviceState, *testpb.DeviceState]
+	var out group.Out[testpb.Trigger, *testpb.Trigger]
+	var loop group.LoopOut[testpb.Trigger, *testpb.Trigger]
 	_, _, _ = c, out, loop
 ` + body + `
 }
@@ -55,14 +55,14 @@ func TestWrongTypeEmitDoesNotCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the compiler")
 	}
-	if out, err := compile(t, `out.Emit(c, "k", &geofencepb.Trigger{})
-	loop.Send(c, "k", &geofencepb.Trigger{})`); err != nil {
+	if out, err := compile(t, `out.Emit(c, "k", &testpb.Trigger{})
+	loop.Send(c, "k", &testpb.Trigger{})`); err != nil {
 		t.Fatalf("the right type does not compile: %v\n%s", err, out)
 	}
 	for _, tc := range []struct{ body, want string }{
-		{`out.Emit(c, "k", &geofencepb.Ping{})`, "cannot use &geofencepb.Ping{}"},
-		{`loop.Send(c, "k", &geofencepb.Fence{})`, "cannot use &geofencepb.Fence{}"},
-		{`c.Emit("fence-triggers", "k", &geofencepb.Ping{})`, "c.Emit undefined"},
+		{`out.Emit(c, "k", &testpb.Ping{})`, "cannot use &testpb.Ping{}"},
+		{`loop.Send(c, "k", &testpb.Fence{})`, "cannot use &testpb.Fence{}"},
+		{`c.Emit("fence-triggers", "k", &testpb.Ping{})`, "c.Emit undefined"},
 	} {
 		out, err := compile(t, tc.body)
 		if err == nil {

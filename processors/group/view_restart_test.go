@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	protov2 "google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
@@ -23,7 +23,7 @@ const (
 	viewParts = 4
 )
 
-type deviceView = group.View[geofencepb.DeviceState, *geofencepb.DeviceState]
+type deviceView = group.View[testpb.DeviceState, *testpb.DeviceState]
 
 // viewBroker starts a broker with a compacted table topic.
 func viewBroker(t *testing.T) (cluster.Config, *kgo.Client) {
@@ -48,7 +48,7 @@ func produceDevices(t *testing.T, kc *kgo.Client, from, to int) {
 	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
-		v, err := protov2.Marshal(&geofencepb.DeviceState{DeviceId: fmt.Sprintf("dev-%d", i), Pings: uint64(i)})
+		v, err := protov2.Marshal(&testpb.DeviceState{DeviceId: fmt.Sprintf("dev-%d", i), Pings: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestViewRestartIsWarm(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			v1, err := group.NewView[geofencepb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.first...)...)
+			v1, err := group.NewView[testpb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.first...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +156,7 @@ func TestViewRestartIsWarm(t *testing.T) {
 
 			produceDevices(t, kc, written, written+more)
 			written += more
-			v2, err := group.NewView[geofencepb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.next...)...)
+			v2, err := group.NewView[testpb.DeviceState](cl, viewTable, append([]group.ViewOpt{group.ViewStateDir(dir)}, tc.next...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestViewWithoutStateDirRebuilds(t *testing.T) {
 	cl, kc := viewBroker(t)
 	produceDevices(t, kc, 0, n)
 	for range 2 {
-		v, err := group.NewView[geofencepb.DeviceState](cl, viewTable)
+		v, err := group.NewView[testpb.DeviceState](cl, viewTable)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestPartialViewHoldsItsPartitions(t *testing.T) {
 	const n = 200
 	cl, kc := viewBroker(t)
 	produceDevices(t, kc, 0, n)
-	v, err := group.NewView[geofencepb.DeviceState](cl, viewTable, group.ViewPartitions(1, 3))
+	v, err := group.NewView[testpb.DeviceState](cl, viewTable, group.ViewPartitions(1, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestPartialViewHoldsItsPartitions(t *testing.T) {
 	}
 	waitRead(t, v, held)
 	seen := 0
-	if err := v.Each(func(key string, _ *geofencepb.DeviceState) bool {
+	if err := v.Each(func(key string, _ *testpb.DeviceState) bool {
 		if p := topology.PartitionFor(key, viewParts); p != 1 && p != 3 {
 			t.Errorf("Each visited %s of partition %d", key, p)
 		}

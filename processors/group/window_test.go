@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -26,7 +26,7 @@ func commitsStalled(string, int32) (int64, bool) { return 0, true }
 func hotKey(t *testing.T, ctx context.Context, kc *kgo.Client, key string, n int) {
 	t.Helper()
 	for i := range n {
-		v, _ := proto.Marshal(&geofencepb.Ping{DeviceId: key, Hlc: uint64(100 + i)})
+		v, _ := proto.Marshal(&testpb.Ping{DeviceId: key, Hlc: uint64(100 + i)})
 		if err := kc.ProduceSync(ctx, &kgo.Record{Topic: topicIn, Key: []byte(key), Value: v}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestHotKeyWaitsForCommitsInsteadOfForgetting(t *testing.T) {
 	recs := embeddedtest.ConsumeUntil(t, cl, topicOut, func(r []*kgo.Record) bool { return len(r) >= want })
 	seen := map[string]int{}
 	for _, r := range recs {
-		var tr geofencepb.Trigger
+		var tr testpb.Trigger
 		if err := proto.Unmarshal(r.Value, &tr); err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Package transitions keeps each device's confirmed transitions as a
 // versioned table and joins pings with it as of their time: a processor of
-// two groups on the public kit (processors/group VersionedTable and
-// JoinVersioned: Kafka Streams' versioned stores and the stream-table join
+// two groups on the public kit (processors/group/versioned Table and
+// Join: Kafka Streams' versioned stores and the stream-table join
 // on them, KIP-889 and KIP-914).
 //
 //   - transitions (key device_id) reads fence-triggers: each trigger (ENTER,

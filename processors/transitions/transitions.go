@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -82,7 +83,7 @@ func Set(st *kitpb.VersionSet) *kitpb.VersionSet { return st }
 // New defines the group over topo, which must include Declaration.
 func New(topo *topology.Topology, log *slog.Logger) *group.Group[kitpb.VersionSet, *kitpb.VersionSet] {
 	g := group.New[kitpb.VersionSet](topo, Group, log)
-	versions := group.NewVersionedTable[geofencepb.Trigger](g, "transitions", group.VersionSpec{History: History, MaxVersions: MaxVersions}, Set)
+	versions := versioned.NewTable[geofencepb.Trigger](g, "transitions", versioned.Spec{History: History, MaxVersions: MaxVersions}, Set)
 	group.Stream(g, geofence.TopicTriggers, func(c *Context, t *geofencepb.Trigger) error {
 		if t.GetDeviceId() != c.Key() || t.GetEventTimeMs() <= 0 {
 			return fmt.Errorf("trigger of device %q at %d ms under key %q", t.GetDeviceId(), t.GetEventTimeMs(), c.Key())
@@ -116,7 +117,7 @@ type PingsContext = group.Context[transitionspb.PingPresence, *transitionspb.Pin
 // co-partitioned with the transitions table (both keyed by device_id).
 func NewPings(topo *topology.Topology, log *slog.Logger) *group.Group[transitionspb.PingPresence, *transitionspb.PingPresence] {
 	g := group.New[transitionspb.PingPresence](topo, Pings, log)
-	transitionAt := group.JoinVersioned[geofencepb.Trigger](g, Table, Set)
+	transitionAt := versioned.Join[geofencepb.Trigger](g, Table, Set)
 	group.Stream(g, geofence.TopicPings, func(c *PingsContext, p *geofencepb.Ping) error {
 		if p.GetDeviceId() != c.Key() || p.GetDeviceTimeMs() <= 0 {
 			return fmt.Errorf("ping of device %q at %d ms under key %q", p.GetDeviceId(), p.GetDeviceTimeMs(), c.Key())
@@ -125,7 +126,7 @@ func NewPings(topo *topology.Topology, log *slog.Logger) *group.Group[transition
 		if st == nil {
 			st = &transitionspb.PingPresence{}
 		}
-		err := transitionAt.Left(c, time.UnixMilli(p.GetDeviceTimeMs()), func(v group.Version[geofencepb.Trigger, *geofencepb.Trigger]) error {
+		err := transitionAt.Left(c, time.UnixMilli(p.GetDeviceTimeMs()), func(v versioned.Version[geofencepb.Trigger, *geofencepb.Trigger]) error {
 			switch {
 			case v.Beyond:
 				st.Unknown++
@@ -177,7 +178,7 @@ func serve(v *group.View[kitpb.VersionSet, *kitpb.VersionSet], w http.ResponseWr
 		host.WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	ver, err := group.VersionAsOf[geofencepb.Trigger](Set(st), at)
+	ver, err := versioned.AsOf[geofencepb.Trigger](Set(st), at)
 	if err != nil {
 		host.WriteError(w, http.StatusInternalServerError, err.Error())
 		return

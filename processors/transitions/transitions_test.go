@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/processors/transitions"
 	"github.com/fencestream/fencestream/processors/transitions/transitionspb"
 )
@@ -117,7 +118,7 @@ func TestAsOfOutOfOrder(t *testing.T) {
 		{-time.Minute, "none"}, {0, "ENTER depot"}, {59 * time.Minute, "ENTER depot"},
 		{time.Hour, "EXIT depot"}, {90 * time.Minute, "EXIT depot"}, {3 * time.Hour, "ENTER yard"},
 	} {
-		v, err := group.VersionAsOf[geofencepb.Trigger](transitions.Set(st), base.Add(c.at))
+		v, err := versioned.AsOf[geofencepb.Trigger](transitions.Set(st), base.Add(c.at))
 		if err != nil {
 			t.Fatal(err)
 		}

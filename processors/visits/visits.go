@@ -14,6 +14,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -59,7 +60,7 @@ type (
 	DeviceContext = group.Context[visitspb.DeviceVisits, *visitspb.DeviceVisits]
 	FenceContext  = group.Context[visitspb.FenceVisits, *visitspb.FenceVisits]
 	// Window is one hourly window of a fence.
-	Window = group.Window[emptypb.Empty, *emptypb.Empty]
+	Window = windows.Window[emptypb.Empty, *emptypb.Empty]
 )
 
 // Groups are the two groups of the example, ready to build processors from.
@@ -138,23 +139,23 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 
 // stats holds the windows of the visit-stats group.
 type stats struct {
-	enters, dwell *group.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
+	enters, dwell *windows.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
 	byFence       group.LoopOut[visitspb.Visit, *visitspb.Visit]
 	m             metrics
 }
 
 func newStats(topo *topology.Topology, log *slog.Logger, m metrics) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
 	g := group.New[visitspb.FenceVisits](topo, geofence.GroupVisitStats, log)
-	spec := group.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
+	spec := windows.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
 	s := &stats{
 		m: m,
-		enters: group.NewWindows[emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+		enters: windows.NewWindows[emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
 			if st.Enters == nil {
 				st.Enters = &kitpb.WindowSet{}
 			}
 			return st.Enters
 		}, nil),
-		dwell: group.NewWindows[emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
+		dwell: windows.NewWindows[emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
 			if st.Dwell == nil {
 				st.Dwell = &kitpb.WindowSet{}
 			}
@@ -227,7 +228,7 @@ func (s *stats) apply(c *FenceContext, v *visitspb.Visit) error {
 			st.Recent = slices.Delete(st.Recent, 0, n-RecentVisits)
 		}
 	}
-	if err != nil && !errors.Is(err, group.ErrLate) { // late: counted by the kit, dropped
+	if err != nil && !errors.Is(err, windows.ErrLate) { // late: counted by the kit, dropped
 		return err
 	}
 	c.SetState(st)
@@ -245,11 +246,11 @@ type Hour struct {
 
 // Hours merges a fence's two window sets into hours, oldest first.
 func Hours(st *visitspb.FenceVisits) ([]Hour, error) {
-	enters, err := group.WindowsOf[emptypb.Empty](st.GetEnters())
+	enters, err := windows.WindowsOf[emptypb.Empty](st.GetEnters())
 	if err != nil {
 		return nil, err
 	}
-	dwell, err := group.WindowsOf[emptypb.Empty](st.GetDwell())
+	dwell, err := windows.WindowsOf[emptypb.Empty](st.GetDwell())
 	if err != nil {
 		return nil, err
 	}

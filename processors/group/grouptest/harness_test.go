@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -19,7 +19,7 @@ const (
 	partitions     = 4
 )
 
-type ctxT = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
+type ctxT = group.Context[testpb.DeviceState, *testpb.DeviceState]
 
 func topo() *topology.Topology { return oneGroup() }
 
@@ -50,17 +50,17 @@ func oneGroup() *topology.Topology {
 // counter counts pings per device and, one minute of stream time after a
 // device's last ping, emits its count; a ping whose device id is not valid
 // UTF-8 makes its state unencodable, which stops the processor.
-func counter() *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
+func counter() *group.Group[testpb.DeviceState, *testpb.DeviceState] {
 	return counterOn(topo())
 }
 
-func counterOn(t *topology.Topology) *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
-	g := group.New[geofencepb.DeviceState](t, "hx", nil)
-	o := group.Output[geofencepb.Trigger](g, out)
-	group.Stream(g, in, func(c *ctxT, p *geofencepb.Ping) error {
+func counterOn(t *topology.Topology) *group.Group[testpb.DeviceState, *testpb.DeviceState] {
+	g := group.New[testpb.DeviceState](t, "hx", nil)
+	o := group.Output[testpb.Trigger](g, out)
+	group.Stream(g, in, func(c *ctxT, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: p.GetDeviceId()}
+			st = &testpb.DeviceState{DeviceId: p.GetDeviceId()}
 		}
 		st.Pings++
 		if p.GetDeviceId() == "bad" {
@@ -68,9 +68,9 @@ func counterOn(t *topology.Topology) *group.Group[geofencepb.DeviceState, *geofe
 		}
 		c.SetState(st)
 		return c.SetTimer("quiet", c.EventTime().Add(time.Minute), group.StreamClock)
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	group.OnTimer(g, func(c *ctxT, tm group.Timer) error {
-		o.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), EventTimeMs: tm.At.UnixMilli(), TriggerId: fmt.Sprint(c.State().GetPings())})
+		o.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), EventTimeMs: tm.At.UnixMilli(), TriggerId: fmt.Sprint(c.State().GetPings())})
 		return nil
 	})
 	return g
@@ -85,40 +85,40 @@ func TestHarness(t *testing.T) {
 		t.Fatalf("KeyOn gave %q, on partition %d", key, topology.PartitionFor(key, partitions))
 	}
 	for i := range 3 {
-		h.Consume(in, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base.Add(time.Duration(i) * time.Second).UnixMilli()})
+		h.Consume(in, key, &testpb.Ping{DeviceId: key, DeviceTimeMs: base.Add(time.Duration(i) * time.Second).UnixMilli()})
 	}
-	if st := grouptest.State[geofencepb.DeviceState](h, table, key); st.GetPings() != 3 {
+	if st := grouptest.State[testpb.DeviceState](h, table, key); st.GetPings() != 3 {
 		t.Fatalf("state %v, want 3 pings", st)
 	}
 	h.FireTimers()
-	if got := grouptest.Drain[geofencepb.Trigger](h, out); len(got) != 0 {
+	if got := grouptest.Drain[testpb.Trigger](h, out); len(got) != 0 {
 		t.Fatalf("fired before stream time reached the timer: %v", got)
 	}
 	// Another key on the same partition moves its stream time past the timer.
 	other := grouptest.KeyOn("car", 2, partitions)
-	h.Consume(in, other, &geofencepb.Ping{DeviceId: other, DeviceTimeMs: base.Add(5 * time.Minute).UnixMilli()})
+	h.Consume(in, other, &testpb.Ping{DeviceId: other, DeviceTimeMs: base.Add(5 * time.Minute).UnixMilli()})
 	h.Advance(time.Minute)
 	h.FireTimers()
-	got := grouptest.Drain[geofencepb.Trigger](h, out)
+	got := grouptest.Drain[testpb.Trigger](h, out)
 	if len(got) != 1 || got[0].Key != key || got[0].Value.GetTriggerId() != "3" || got[0].Value.GetEventTimeMs() != base.Add(2*time.Second+time.Minute).UnixMilli() {
 		t.Fatalf("drained %+v, want one trigger for %s with count 3 at its timer", got, key)
 	}
-	if again := grouptest.Drain[geofencepb.Trigger](h, out); len(again) != 0 {
+	if again := grouptest.Drain[testpb.Trigger](h, out); len(again) != 0 {
 		t.Errorf("a second Drain returned %v", again)
 	}
-	h.Consume(in, "", &geofencepb.Ping{DeviceId: "x"})
+	h.Consume(in, "", &testpb.Ping{DeviceId: "x"})
 	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonEmptyKey {
 		t.Errorf("dead letters %+v, want one empty-key", dl)
 	}
 }
 
 // follower is group hy: it counts each device's triggers.
-func follower(t *topology.Topology) *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState] {
-	g := group.New[geofencepb.DeviceState](t, "hy", nil)
-	group.Stream(g, out, func(c *ctxT, tr *geofencepb.Trigger) error {
+func follower(t *topology.Topology) *group.Group[testpb.DeviceState, *testpb.DeviceState] {
+	g := group.New[testpb.DeviceState](t, "hy", nil)
+	group.Stream(g, out, func(c *ctxT, tr *testpb.Trigger) error {
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+			st = &testpb.DeviceState{DeviceId: c.Key()}
 		}
 		st.Pings++
 		c.SetState(st)
@@ -137,13 +137,13 @@ func TestHarnessRunsSeveralGroups(t *testing.T) {
 	h.Start(counterOn(tp))
 	h.Start(follower(tp))
 	key, other := grouptest.KeyOn("veh", 1, partitions), grouptest.KeyOn("car", 1, partitions)
-	h.Consume(in, key, &geofencepb.Ping{DeviceId: key, DeviceTimeMs: base.UnixMilli()})
-	h.Consume(in, other, &geofencepb.Ping{DeviceId: other, DeviceTimeMs: base.Add(2 * time.Minute).UnixMilli()})
+	h.Consume(in, key, &testpb.Ping{DeviceId: key, DeviceTimeMs: base.UnixMilli()})
+	h.Consume(in, other, &testpb.Ping{DeviceId: other, DeviceTimeMs: base.Add(2 * time.Minute).UnixMilli()})
 	h.FireTimers()
-	if st := grouptest.State[geofencepb.DeviceState](h, "hy-table", key); st.GetPings() != 1 {
+	if st := grouptest.State[testpb.DeviceState](h, "hy-table", key); st.GetPings() != 1 {
 		t.Fatalf("hy state of %s: %v, want the one trigger hx emitted", key, st)
 	}
-	if st := grouptest.State[geofencepb.DeviceState](h, "hy-table", other); st != nil {
+	if st := grouptest.State[testpb.DeviceState](h, "hy-table", other); st != nil {
 		t.Errorf("hy state of %s: %v, whose timer is not due", other, st)
 	}
 }
@@ -175,8 +175,8 @@ func TestHarnessFailsWhenAProcessorStops(t *testing.T) {
 		defer close(finished)
 		h := grouptest.New(rec, time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC))
 		h.Start(counter())
-		h.Consume(in, "bad", &geofencepb.Ping{DeviceId: "bad"}) // the state cannot be encoded: the processor fails
-		h.Consume(in, "next", &geofencepb.Ping{DeviceId: "next"})
+		h.Consume(in, "bad", &testpb.Ping{DeviceId: "bad"}) // the state cannot be encoded: the processor fails
+		h.Consume(in, "next", &testpb.Ping{DeviceId: "next"})
 		rec.Errorf("the harness went on past a stopped processor")
 	}()
 	select {

@@ -1,4 +1,4 @@
-package group
+package windows
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -15,13 +15,13 @@ import (
 // windows they place (the SlidingWindows Javadoc example, difference 5 s),
 // marking those that stream time had closed, and forgets the records.
 func TestSlidingMigratesRecords(t *testing.T) {
-	s := &Sliding[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Ping, *geofencepb.Ping]{
+	s := &Sliding[kitpb.WindowSet, *kitpb.WindowSet, testpb.Ping, *testpb.Ping]{
 		name:    "sl",
 		spec:    SlidingWindows(5*time.Second, 0),
-		combine: func(acc, rec *geofencepb.Ping) { acc.Lat += rec.Lat },
+		combine: func(acc, rec *testpb.Ping) { acc.Lat += rec.Lat },
 	}
 	rec := func(at int64, v float64) *kitpb.Window {
-		b, err := marshalOpts.Marshal(&geofencepb.Ping{Lat: v})
+		b, err := marshalOpts.Marshal(&testpb.Ping{Lat: v})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestSlidingMigratesRecords(t *testing.T) {
 	}
 	var got []string
 	for _, w := range ws.Windows {
-		res, err := windowOf[geofencepb.Ping](w)
+		res, err := windowOf[testpb.Ping](w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,14 +59,14 @@ func TestSlidingMigratesRecords(t *testing.T) {
 // kept), with a custom aggregate; closed windows are dropped as advance
 // drops them.
 func BenchmarkSlidingPlace(b *testing.B) {
-	s := &Sliding[kitpb.WindowSet, *kitpb.WindowSet, geofencepb.Ping, *geofencepb.Ping]{
+	s := &Sliding[kitpb.WindowSet, *kitpb.WindowSet, testpb.Ping, *testpb.Ping]{
 		name:    "sl",
 		spec:    SlidingWindows(5*time.Second, 0),
-		combine: func(acc, rec *geofencepb.Ping) { acc.Lat += rec.Lat },
+		combine: func(acc, rec *testpb.Ping) { acc.Lat += rec.Lat },
 	}
 	ws := &kitpb.WindowSet{}
-	rec := &geofencepb.Ping{Lat: 1}
-	fold := func(agg *geofencepb.Ping) { s.combine(agg, rec) }
+	rec := &testpb.Ping{Lat: 1}
+	fold := func(agg *testpb.Ping) { s.combine(agg, rec) }
 	d := s.spec.Difference.Milliseconds()
 	b.ReportAllocs()
 	for i := range b.N {

@@ -1,4 +1,4 @@
-package group
+package windows
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -18,6 +19,10 @@ import (
 // fencestream_window_late_records_total) and left out of every aggregate; the
 // handler may ignore the error (drop) or return it (dead-letter as invalid).
 var ErrLate = errors.New("record is later than its windows' grace")
+
+// marshalOpts encodes aggregates and joined records deterministically: a
+// replay writes the same state bytes.
+var marshalOpts = protov2.MarshalOptions{Deterministic: true}
 
 // MaxWindowsPerKey is the default bound on the windows of one window set (a
 // key's windows, sessions or sliding windows); each spec's Bounded raises it
@@ -176,13 +181,11 @@ func (w Window[A, PA]) Mean() float64 {
 // arriving at a stream time at or past its end plus grace (Add closes it
 // first), or its timer firing; both hand over the same result.
 type Windows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
-	g    *Group[S, PS]
+	op   *group.Operator[S, PS]
 	name string
 	spec WindowSpec
 	set  func(PS) *kitpb.WindowSet
-	emit func(c *Context[S, PS], st PS, w Window[A, PA]) error
-	// timer is the set's close timer.
-	timer string
+	emit func(c *group.Context[S, PS], st PS, w Window[A, PA]) error
 }
 
 // NewWindows registers a windowed aggregate named name (unique in the group)
@@ -197,12 +200,12 @@ type Windows[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // timers declared (topology.Processor.Timers), and flows from its inputs and
 // its timer topic to what emit writes. The aggregate's type comes first, so
 // with a nil emit only it is spelled: NewWindows[Agg](g, ...).
-func NewWindows[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
-	w := &Windows[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, emit: emit, timer: kitTimerPrefix + "window/" + name}
+func NewWindows[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *group.Group[S, PS], name string, spec WindowSpec, set func(PS) *kitpb.WindowSet, emit func(c *group.Context[S, PS], st PS, w Window[A, PA]) error) *Windows[S, PS, A, PA] {
+	w := &Windows[S, PS, A, PA]{op: group.NewOperator(g, "window", name), name: name, spec: spec, set: set, emit: emit}
 	if err := spec.validate(); err != nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s windows %s: %w", g.name, name, err))
+		w.op.Refuse(fmt.Errorf("group %s windows %s: %w", g.Name(), name, err))
 	}
-	g.onKitTimer("window/"+name, w.close)
+	w.op.OnTimer(w.close)
 	return w
 }
 
@@ -213,13 +216,13 @@ func NewWindows[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Gro
 // has closed are closed (and handed over) first. A record whose windows are
 // all closed is late: counted, in no aggregate, and ErrLate returned (joined
 // with any error of handing results over).
-func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, value float64, fold func(agg PA)) error {
+func (w *Windows[S, PS, A, PA]) Add(c *group.Context[S, PS], st PS, at time.Time, value float64, fold func(agg PA)) error {
 	ws := w.set(st)
 	atMs := at.UnixMilli()
 	if atMs < 0 {
 		return fmt.Errorf("windows %s: event time %d ms is before the epoch", w.name, atMs)
 	}
-	now := streamNowFor(c, ws)
+	now := streamNowFor(c, w.op, ws)
 	errs := []error{w.advance(c, st, ws, now)}
 	size, grace := w.spec.Size.Milliseconds(), w.spec.Grace.Milliseconds()
 	var changed []*kitpb.Window
@@ -244,7 +247,7 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	}
 	if len(changed) == 0 {
 		ws.Late++
-		c.grp.m.lateRecords.WithLabelValues(w.g.name, w.name).Inc()
+		w.op.CountLate(c)
 		errs = append(errs, fmt.Errorf("windows %s: record at %s: %w (stream time %s)", w.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}
@@ -262,15 +265,8 @@ func (w *Windows[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 // later — after a restart the partition's stream time starts unknown, and the
 // set must not reopen what it closed. The partition's clock is raised to it,
 // so other keys see no earlier time than this one did.
-func streamNowFor[S any, PS codecs.Message[S]](c *Context[S, PS], ws *kitpb.WindowSet) int64 {
-	now := c.StreamTime().UnixMilli()
-	if ws.GetClosedMs() > now {
-		now = ws.GetClosedMs()
-		if c.tick == nil {
-			c.grp.clock.raise(c.Partition(), now)
-		}
-	}
-	return now
+func streamNowFor[S any, PS codecs.Message[S]](c *group.Context[S, PS], op *group.Operator[S, PS], ws *kitpb.WindowSet) int64 {
+	return op.StreamTime(c, time.UnixMilli(ws.GetClosedMs())).UnixMilli()
 }
 
 // foldInto adds one record at event time atMs to a window.
@@ -306,7 +302,7 @@ func findWindow(ws *kitpb.WindowSet, start int64) *kitpb.Window {
 }
 
 // handOver calls emit with a window's result.
-func (w *Windows[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Window) error {
+func (w *Windows[S, PS, A, PA]) handOver(c *group.Context[S, PS], st PS, win *kitpb.Window) error {
 	if w.emit == nil {
 		return nil
 	}
@@ -321,7 +317,7 @@ func (w *Windows[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Wi
 // or before stream time now, handing each over under EmitFinal, and drops
 // closed windows past their retention. The same now closes the same windows
 // whichever of Add and the timer gets there first.
-func (w *Windows[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
+func (w *Windows[S, PS, A, PA]) advance(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
 	grace, keep := w.spec.Grace.Milliseconds(), w.spec.Retention.Milliseconds()
 	var errs []error
 	for _, win := range ws.Windows {
@@ -342,7 +338,7 @@ func (w *Windows[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.Wind
 // within it; only records ahead of stream time (event times beyond the wall
 // clock, which stream time does not follow) open more. The oldest windows
 // then close early (handed over as final), and records for them become late.
-func (w *Windows[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.WindowSet) error {
+func (w *Windows[S, PS, A, PA]) evict(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet) error {
 	var errs []error
 	for len(ws.Windows) > w.spec.maxWindows() {
 		win := ws.Windows[0]
@@ -360,7 +356,7 @@ func (w *Windows[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.Window
 
 // arm sets the set's timer at the earliest close of its open windows, or at
 // the earliest end of retention of its closed ones.
-func (w *Windows[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) error {
+func (w *Windows[S, PS, A, PA]) arm(c *group.Context[S, PS], ws *kitpb.WindowSet) error {
 	next := int64(0)
 	for _, win := range ws.Windows {
 		at := win.EndMs + w.spec.Grace.Milliseconds()
@@ -372,20 +368,20 @@ func (w *Windows[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) erro
 		}
 	}
 	if next == 0 {
-		c.CancelTimer(w.timer)
+		w.op.CancelTimer(c)
 		return nil
 	}
-	return c.setTimer(w.timer, time.UnixMilli(next), StreamClock)
+	return w.op.SetTimer(c, time.UnixMilli(next), group.StreamClock)
 }
 
 // close is the windows' timer: advance to the tick's stream time.
-func (w *Windows[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
+func (w *Windows[S, PS, A, PA]) close(c *group.Context[S, PS], _ group.Timer) error {
 	st := c.State()
 	if st == nil {
 		return nil
 	}
 	ws := w.set(st)
-	err := errors.Join(w.advance(c, st, ws, streamNowFor(c, ws)), w.arm(c, ws))
+	err := errors.Join(w.advance(c, st, ws, streamNowFor(c, w.op, ws)), w.arm(c, ws))
 	c.SetState(st)
 	return err
 }

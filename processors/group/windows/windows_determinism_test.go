@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"bytes"
@@ -15,9 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 
@@ -31,10 +32,10 @@ import (
 // that closes every window. Event times lie in the past, so stream time never
 // meets the wall clock.
 // Under the race detector the input is 2,000 records (the tests' bounds scale).
-func detInput() []*geofencepb.Ping {
+func detInput() []*testpb.Ping {
 	r := rand.New(rand.NewPCG(19, 19))
 	now := int64(1_700_000_000_000)
-	var in []*geofencepb.Ping
+	var in []*testpb.Ping
 	for i := range detRecords() - 1 {
 		now += r.Int64N(41)
 		at := now - r.Int64N(4000)
@@ -42,9 +43,9 @@ func detInput() []*geofencepb.Ping {
 			at = now - 20_000
 		}
 		key := fmt.Sprintf("k%03d", r.IntN(200))
-		in = append(in, &geofencepb.Ping{DeviceId: key, Lat: float64(r.IntN(100)), DeviceTimeMs: at, Hlc: uint64(i)})
+		in = append(in, &testpb.Ping{DeviceId: key, Lat: float64(r.IntN(100)), DeviceTimeMs: at, Hlc: uint64(i)})
 	}
-	return append(in, &geofencepb.Ping{DeviceId: "k000", DeviceTimeMs: now + time.Hour.Milliseconds()})
+	return append(in, &testpb.Ping{DeviceId: "k000", DeviceTimeMs: now + time.Hour.Milliseconds()})
 }
 
 func detRecords() int {
@@ -57,7 +58,7 @@ func detRecords() int {
 // detScale scales a bound on the 10,000-record input to detRecords.
 func detScale(n int64) int64 { return n * int64(detRecords()) / 10_000 }
 
-var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
+var detSpec = windows.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 
 // detGroup emits each final window as a Trigger (Hlc the count, Lat the sum,
 // EventTimeMs the start), and counts late records.
@@ -65,37 +66,37 @@ var detSpec = group.Hopping(10*time.Second, 5*time.Second, 3*time.Second)
 // sliding windows of 5 s with 2 s of grace; otherwise detSpec.
 func detGroup(late *atomic.Int64, kind string) *group.Group[kitpb.WindowSet, *kitpb.WindowSet] {
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	emit := func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
+	out := group.Output[testpb.Trigger](g, topicOut)
+	emit := func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: uint64(win.Count), Lat: win.Sum, EventTimeMs: win.Start.UnixMilli(), CatalogueVersion: uint64(win.End.UnixMilli())})
 		return nil
 	}
 	self := func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }
-	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*geofencepb.Ping)) error
+	var add func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, fold func(*testpb.Ping)) error
 	switch kind {
 	case "sessions":
-		add = group.NewSessions(g, "s", group.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
+		add = windows.NewSessions(g, "s", windows.SessionWindows(3*time.Second, 2*time.Second), self, nil, emit).Add
 	case "sliding":
-		sl := group.NewSliding(g, "sl", group.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
-		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*geofencepb.Ping)) error {
+		sl := windows.NewSliding(g, "sl", windows.SlidingWindows(5*time.Second, 2*time.Second), self, nil, emit)
+		add = func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64, _ func(*testpb.Ping)) error {
 			return sl.Add(c, st, at, value, nil)
 		}
 	default:
-		add = group.NewWindows(g, "w", detSpec, self, emit).Add
+		add = windows.NewWindows(g, "w", detSpec, self, emit).Add
 	}
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, group.ErrLate) {
+		if err := add(c, st, c.EventTime(), p.GetLat(), nil); errors.Is(err, windows.ErrLate) {
 			late.Add(1)
 		} else if err != nil {
 			return err
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	return g
 }
 
@@ -141,7 +142,7 @@ func (o detOutputs) diff(other detOutputs) string {
 
 // runDetTester runs the input under Goka's tester, looking for due timers
 // after every `every` records (0: only at the end).
-func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (detOutputs, int64) {
+func runDetTester(t *testing.T, in []*testpb.Ping, every int, kind string) (detOutputs, int64) {
 	t.Helper()
 	tt := tester.New(t)
 	var late atomic.Int64
@@ -161,7 +162,7 @@ func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (
 	fireTimers(t, tt, proc)
 	got := detOutputs{}
 	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.(*geofencepb.Trigger))
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v.(*testpb.Trigger))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func runDetTester(t *testing.T, in []*geofencepb.Ping, every int, kind string) (
 
 // runDetBroker runs the input through the processor on an embedded broker
 // with the given TimerInterval until want outputs are written.
-func runDetBroker(t *testing.T, in []*geofencepb.Ping, interval time.Duration, want int) detOutputs {
+func runDetBroker(t *testing.T, in []*testpb.Ping, interval time.Duration, want int) detOutputs {
 	t.Helper()
 	cl := embeddedtest.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

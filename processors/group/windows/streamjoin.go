@@ -1,4 +1,4 @@
-package group
+package windows
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -87,12 +88,11 @@ func (s JoinSpec) validate() error {
 // over unmatched if it joined nothing. See the package doc (Stream-stream
 // joins) for what differs from Kafka Streams and why.
 type StreamJoin[S any, PS codecs.Message[S], L any, PL codecs.Message[L], R any, PR codecs.Message[R]] struct {
-	g     *Group[S, PS]
-	name  string
-	spec  JoinSpec
-	set   func(PS) *kitpb.JoinBuffer
-	pair  func(c *Context[S, PS], st PS, l PL, r PR) error
-	timer string
+	op   *group.Operator[S, PS]
+	name string
+	spec JoinSpec
+	set  func(PS) *kitpb.JoinBuffer
+	pair func(c *group.Context[S, PS], st PS, l PL, r PR) error
 }
 
 // NewStreamJoin registers a windowed join named name (unique in the group) on
@@ -101,12 +101,12 @@ type StreamJoin[S any, PS codecs.Message[S], L any, PL codecs.Message[L], R any,
 // arrives, and (LeftJoin, OuterJoin) for each unmatched record when its
 // window closes, with nil for the missing side. The group needs timers
 // declared.
-func NewStreamJoin[L any, PL codecs.Message[L], R any, PR codecs.Message[R], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec JoinSpec, set func(PS) *kitpb.JoinBuffer, pair func(c *Context[S, PS], st PS, l PL, r PR) error) *StreamJoin[S, PS, L, PL, R, PR] {
-	j := &StreamJoin[S, PS, L, PL, R, PR]{g: g, name: name, spec: spec, set: set, pair: pair, timer: kitTimerPrefix + "join/" + name}
+func NewStreamJoin[L any, PL codecs.Message[L], R any, PR codecs.Message[R], S any, PS codecs.Message[S]](g *group.Group[S, PS], name string, spec JoinSpec, set func(PS) *kitpb.JoinBuffer, pair func(c *group.Context[S, PS], st PS, l PL, r PR) error) *StreamJoin[S, PS, L, PL, R, PR] {
+	j := &StreamJoin[S, PS, L, PL, R, PR]{op: group.NewOperator(g, "join", name), name: name, spec: spec, set: set, pair: pair}
 	if err := spec.validate(); err != nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s join %s: %w", g.name, name, err))
+		j.op.Refuse(fmt.Errorf("group %s join %s: %w", g.Name(), name, err))
 	}
-	g.onKitTimer("join/"+name, j.close)
+	j.op.OnTimer(j.close)
 	return j
 }
 
@@ -138,25 +138,19 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) nulls(left bool) bool {
 // window has already closed is late: counted, joined with the right records
 // still held (handed over unmatched at once under LeftJoin and OuterJoin if
 // it joins none), not held, and ErrLate returned.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) AddLeft(c *Context[S, PS], st PS, at time.Time, l PL) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) AddLeft(c *group.Context[S, PS], st PS, at time.Time, l PL) error {
 	return j.add(c, st, at, l, true)
 }
 
 // AddRight is AddLeft for the right side.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) AddRight(c *Context[S, PS], st PS, at time.Time, r PR) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) AddRight(c *group.Context[S, PS], st PS, at time.Time, r PR) error {
 	return j.add(c, st, at, r, false)
 }
 
-func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.Time, msg protov2.Message, left bool) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *group.Context[S, PS], st PS, at time.Time, msg protov2.Message, left bool) error {
 	jb := j.set(st)
 	t := at.UnixMilli()
-	now := c.StreamTime().UnixMilli()
-	if jb.GetClosedMs() > now {
-		now = jb.GetClosedMs()
-		if c.tick == nil {
-			c.grp.clock.raise(c.Partition(), now)
-		}
-	}
+	now := j.op.StreamTime(c, time.UnixMilli(jb.GetClosedMs())).UnixMilli()
 	errs := []error{j.advance(c, st, jb, now)}
 	b, err := marshalOpts.Marshal(msg)
 	if err != nil {
@@ -184,7 +178,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 		// Late: Kafka Streams' processor still joins it with what its
 		// window store holds (KAFKA-16123) but does not store it.
 		jb.Late++
-		c.grp.m.lateRecords.WithLabelValues(j.g.name, j.name).Inc()
+		j.op.CountLate(c)
 		if !rec.Matched {
 			errs = append(errs, j.expire(c, st, rec, left))
 		}
@@ -207,7 +201,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) add(c *Context[S, PS], st PS, at time.
 }
 
 // handOver decodes a pair (either may be nil) and calls pair.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) handOver(c *Context[S, PS], st PS, l, r *kitpb.JoinRecord) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) handOver(c *group.Context[S, PS], st PS, l, r *kitpb.JoinRecord) error {
 	var lm PL
 	var rm PR
 	if l != nil {
@@ -228,7 +222,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) handOver(c *Context[S, PS], st PS, l, 
 // expire hands an unmatched record over alone, if the join kind says so, and
 // marks it matched: it is handed over once, and may still join (as Kafka
 // Streams' window store still returns it).
-func (j *StreamJoin[S, PS, L, PL, R, PR]) expire(c *Context[S, PS], st PS, rec *kitpb.JoinRecord, left bool) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) expire(c *group.Context[S, PS], st PS, rec *kitpb.JoinRecord, left bool) error {
 	if rec.Matched || !j.nulls(left) {
 		return nil
 	}
@@ -242,7 +236,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) expire(c *Context[S, PS], st PS, rec *
 // advance hands over the unmatched records whose window stream time now has
 // closed, in Kafka Streams' order (time, right before left on a tie), then
 // drops the records no longer joinable.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) advance(c *Context[S, PS], st PS, jb *kitpb.JoinBuffer, now int64) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) advance(c *group.Context[S, PS], st PS, jb *kitpb.JoinBuffer, now int64) error {
 	var errs []error
 	if j.spec.Kind != InnerJoin {
 		for i, k := 0, 0; i < len(jb.Left) || k < len(jb.Right); {
@@ -271,7 +265,7 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) advance(c *Context[S, PS], st PS, jb *
 
 // arm sets the timer just past the next close of an unmatched record to hand
 // over, or the next end of retention, whichever comes first.
-func (j *StreamJoin[S, PS, L, PL, R, PR]) arm(c *Context[S, PS], jb *kitpb.JoinBuffer) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) arm(c *group.Context[S, PS], jb *kitpb.JoinBuffer) error {
 	next := int64(math.MaxInt64)
 	for _, left := range []bool{true, false} {
 		side := jb.Right
@@ -292,13 +286,13 @@ func (j *StreamJoin[S, PS, L, PL, R, PR]) arm(c *Context[S, PS], jb *kitpb.JoinB
 		}
 	}
 	if next == math.MaxInt64 {
-		c.CancelTimer(j.timer)
+		j.op.CancelTimer(c)
 		return nil
 	}
-	return c.setTimer(j.timer, time.UnixMilli(next+1), StreamClock)
+	return j.op.SetTimer(c, time.UnixMilli(next+1), group.StreamClock)
 }
 
-func (j *StreamJoin[S, PS, L, PL, R, PR]) close(c *Context[S, PS], _ Timer) error {
+func (j *StreamJoin[S, PS, L, PL, R, PR]) close(c *group.Context[S, PS], _ group.Timer) error {
 	st := c.State()
 	if st == nil {
 		return nil

@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -63,17 +64,17 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 	t.Helper()
 	h := &conformance{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	add := build(g, func(c *wsCtx, start, end time.Time, count int64, sum float64) {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), Hlc: uint64(count), Lat: sum, EventTimeMs: start.UnixMilli(), FenceId: fmt.Sprint(end.UnixMilli())})
 	})
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
 		err := add(c, st, c.EventTime(), p.GetLat())
-		if errors.Is(err, group.ErrLate) {
+		if errors.Is(err, windows.ErrLate) {
 			h.mu.Lock()
 			h.late = append(h.late, fmt.Sprintf("%s@%d", c.Key(), p.GetDeviceTimeMs()))
 			h.mu.Unlock()
@@ -82,7 +83,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -100,7 +101,7 @@ func newConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]string, []string) {
 	t.Helper()
 	for _, r := range recs {
-		h.tt.Consume(topicIn, r.key, &geofencepb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
+		h.tt.Consume(topicIn, r.key, &testpb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, h.tt, h.proc)
 		}
@@ -112,7 +113,7 @@ func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]st
 		if !ok {
 			break
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		got[k] = append(got[k], fmt.Sprintf("[%d,%s) n=%d sum=%g", tr.GetEventTimeMs(), tr.GetFenceId(), int64(tr.GetHlc()), tr.GetLat()))
 	}
 	h.mu.Lock()
@@ -121,10 +122,10 @@ func (h *conformance) run(t *testing.T, recs []rec, eager bool) (map[string][]st
 }
 
 // fixedWindows is the aggregate of NewWindows with spec.
-func fixedWindows(spec group.WindowSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+func fixedWindows(spec windows.WindowSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
-		w := group.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		w := windows.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, win.Start, win.End, win.Count, win.Sum)
 				return nil
 			})
@@ -166,7 +167,7 @@ func runConformance(t *testing.T, build func(g *group.Group[kitpb.WindowSet, *ki
 const sec = int64(1000)
 
 func TestConformanceTumbling(t *testing.T) {
-	runConformance(t, fixedWindows(group.Tumbling(10*time.Millisecond, 0)), []conformanceCase{
+	runConformance(t, fixedWindows(windows.Tumbling(10*time.Millisecond, 0)), []conformanceCase{
 		{name: "ends are exclusive; a window closes when stream time reaches its end",
 			recs: []rec{{"a", 1, 1}, {"a", 9, 2}, {"a", 10, 4}},
 			want: map[string][]string{"a": {"[0,10) n=2 sum=3"}}},
@@ -177,7 +178,7 @@ func TestConformanceTumbling(t *testing.T) {
 			want: map[string][]string{"a": {"[0,10) n=1 sum=1", "[10,20) n=1 sum=2"}},
 			late: []string{"a@9"}},
 	})
-	runConformance(t, fixedWindows(group.Tumbling(10*time.Millisecond, 5*time.Millisecond)), []conformanceCase{
+	runConformance(t, fixedWindows(windows.Tumbling(10*time.Millisecond, 5*time.Millisecond)), []conformanceCase{
 		{name: "grace: out of order within it counts, at end plus grace it is late",
 			recs: []rec{{"a", 2, 1}, {"a", 12, 2}, {"a", 8, 4}, {"a", 14, 8}, {"a", 9, 16}, {"a", 15, 32}, {"a", 9, 64}},
 			want: map[string][]string{"a": {"[0,10) n=3 sum=21"}},
@@ -193,7 +194,7 @@ func TestConformanceTumbling(t *testing.T) {
 	// The issue's example: tumbling 30 s, grace 60 s; key 1 at 10,009 ms
 	// arrives when another key has moved the partition's stream time to
 	// 90,000 ms, its window's end plus grace.
-	runConformance(t, fixedWindows(group.Tumbling(30*time.Second, 60*time.Second)), []conformanceCase{
+	runConformance(t, fixedWindows(windows.Tumbling(30*time.Second, 60*time.Second)), []conformanceCase{
 		{name: "issue 19 example",
 			recs: []rec{{"1", 5 * sec, 1}, {"2", 90 * sec, 1}, {"1", 10009, 1}, {"2", 200 * sec, 1}},
 			want: map[string][]string{"1": {"[0,30000) n=1 sum=1"}, "2": {"[90000,120000) n=1 sum=1"}},
@@ -202,7 +203,7 @@ func TestConformanceTumbling(t *testing.T) {
 }
 
 func TestConformanceHopping(t *testing.T) {
-	runConformance(t, fixedWindows(group.Hopping(10*time.Millisecond, 5*time.Millisecond, 0)), []conformanceCase{
+	runConformance(t, fixedWindows(windows.Hopping(10*time.Millisecond, 5*time.Millisecond, 0)), []conformanceCase{
 		{name: "no window starts before the epoch",
 			recs: []rec{{"a", 0, 1}, {"a", 30, 0}},
 			want: map[string][]string{"a": {"[0,10) n=1 sum=1"}}},
@@ -216,7 +217,7 @@ func TestConformanceHopping(t *testing.T) {
 }
 
 func TestWindowEmitUpdates(t *testing.T) {
-	runConformance(t, fixedWindows(group.Tumbling(10*time.Millisecond, 5*time.Millisecond).Emitting(group.EmitUpdates)), []conformanceCase{
+	runConformance(t, fixedWindows(windows.Tumbling(10*time.Millisecond, 5*time.Millisecond).Emitting(windows.EmitUpdates)), []conformanceCase{
 		{name: "every change, the last equal to the final; late records change nothing",
 			recs: []rec{{"a", 2, 1}, {"a", 12, 2}, {"a", 8, 4}, {"a", 15, 8}, {"a", 9, 16}},
 			want: map[string][]string{"a": {"[0,10) n=1 sum=1", "[10,20) n=1 sum=2", "[0,10) n=2 sum=5", "[10,20) n=2 sum=10"}},
@@ -226,11 +227,11 @@ func TestWindowEmitUpdates(t *testing.T) {
 
 // sessionWindows is the aggregate of NewSessions with spec; a Removed session
 // (EmitUpdates) is handed over with count -1.
-func sessionWindows(spec group.SessionSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+func sessionWindows(spec windows.SessionSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
-		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(into, from *geofencepb.Ping) { into.Lon = max(into.Lon, from.Lon) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		s := windows.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(into, from *testpb.Ping) { into.Lon = max(into.Lon, from.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				n := win.Count
 				if win.Removed {
 					n = -1
@@ -239,7 +240,7 @@ func sessionWindows(spec group.SessionSpec) func(g *group.Group[kitpb.WindowSet,
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, func(agg *geofencepb.Ping) { agg.Lon = max(agg.Lon, value) })
+			return s.Add(c, st, at, value, func(agg *testpb.Ping) { agg.Lon = max(agg.Lon, value) })
 		}
 	}
 }
@@ -249,7 +250,7 @@ func TestConformanceSessions(t *testing.T) {
 	// SessionWindows' Javadoc example, gap 5: 10, 12 and 20 are two
 	// sessions; 16 merges them into one of all four values. Grace 10 keeps
 	// [10,12] open when 20 arrives.
-	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond)), []conformanceCase{
+	runConformance(t, sessionWindows(windows.SessionWindows(5*time.Millisecond, 10*time.Millisecond)), []conformanceCase{
 		{name: "Javadoc example: a bridging record merges two sessions",
 			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"A", 16, 4}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,20) n=4 sum=10"}}},
@@ -257,7 +258,7 @@ func TestConformanceSessions(t *testing.T) {
 			recs: []rec{{"A", 10, 1}, {"A", 12, 2}, {"A", 20, 3}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,12) n=2 sum=3", "[20,20) n=1 sum=3"}}},
 	})
-	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 0)), []conformanceCase{
+	runConformance(t, sessionWindows(windows.SessionWindows(5*time.Millisecond, 0)), []conformanceCase{
 		{name: "the gap is inclusive",
 			recs: []rec{{"A", 10, 1}, {"A", 15, 2}, {"A", 21, 4}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,15) n=2 sum=3", "[21,21) n=1 sum=4"}}},
@@ -277,7 +278,7 @@ func TestConformanceSessions(t *testing.T) {
 	// store retention): the record at 15 is not late (its merged session
 	// [10,15] is open at stream time 16), so it re-opens [10,10], handed over
 	// already, and the merged session is handed over again when it closes.
-	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 0).Retain(10*time.Millisecond)), []conformanceCase{
+	runConformance(t, sessionWindows(windows.SessionWindows(5*time.Millisecond, 0).Retain(10*time.Millisecond)), []conformanceCase{
 		{name: "retained: a closed session re-opens and is handed over again",
 			recs: []rec{{"A", 10, 1}, {"B", 16, 0}, {"A", 15, 2}, {"B", 100, 0}},
 			want: map[string][]string{"A": {"[10,10) n=1 sum=1", "[10,15) n=2 sum=3"}, "B": {"[16,16) n=1 sum=0"}}},
@@ -286,7 +287,7 @@ func TestConformanceSessions(t *testing.T) {
 			want: map[string][]string{"A": {"[10,10) n=1 sum=1"}, "B": {"[16,16) n=1 sum=0"}},
 			late: []string{"A@9"}},
 	})
-	runConformance(t, sessionWindows(group.SessionWindows(5*time.Millisecond, 10*time.Millisecond).Emitting(group.EmitUpdates)), []conformanceCase{
+	runConformance(t, sessionWindows(windows.SessionWindows(5*time.Millisecond, 10*time.Millisecond).Emitting(windows.EmitUpdates)), []conformanceCase{
 		// Every absorbed session is removed, [10,10] too though the merged
 		// session keeps its start (KStreamSessionWindowAggregateProcessorTest
 		// shouldImmediatelyForwardRemovedSessionsWhenMerging).
@@ -297,16 +298,16 @@ func TestConformanceSessions(t *testing.T) {
 }
 
 // slidingWindows is the aggregate of NewSliding with spec.
-func slidingWindows(spec group.SlidingSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
+func slidingWindows(spec windows.SlidingSpec) func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit handOver) aggregate {
-		s := group.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(acc, rec *geofencepb.Ping) { acc.Lon = max(acc.Lon, rec.Lon) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		s := windows.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(acc, rec *testpb.Ping) { acc.Lon = max(acc.Lon, rec.Lon) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, win.Start, win.End, win.Count, win.Sum)
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, &geofencepb.Ping{Lon: value})
+			return s.Add(c, st, at, value, &testpb.Ping{Lon: value})
 		}
 	}
 }
@@ -316,12 +317,12 @@ func TestConformanceSliding(t *testing.T) {
 	// SlidingWindows' Javadoc example: time difference 5000 ms, records at
 	// 8000, 9200 and 12400 give exactly five windows.
 	javadoc := []rec{{"A", 8000, 1}, {"A", 9200, 2}, {"A", 12400, 3}, {"B", 100 * sec, 0}}
-	runConformance(t, slidingWindows(group.SlidingWindows(5*time.Second, 0)), []conformanceCase{
+	runConformance(t, slidingWindows(windows.SlidingWindows(5*time.Second, 0)), []conformanceCase{
 		{name: "Javadoc example",
 			recs: javadoc,
 			want: map[string][]string{"A": {"[3000,8000) n=1 sum=1", "[4200,9200) n=2 sum=3", "[7400,12400) n=3 sum=6", "[8001,13001) n=2 sum=5", "[9201,14201) n=1 sum=3"}}},
 	})
-	runConformance(t, slidingWindows(group.SlidingWindows(10*time.Millisecond, 0)), []conformanceCase{
+	runConformance(t, slidingWindows(windows.SlidingWindows(10*time.Millisecond, 0)), []conformanceCase{
 		{name: "closed when stream time is past end + grace; late once t + difference is before stream time - grace",
 			// A@39 is not late (39+10 is not before 40), but its own window
 			// [29,39] is closed and no open window holds it: as in Kafka
@@ -338,7 +339,7 @@ func TestConformanceSliding(t *testing.T) {
 			want: map[string][]string{"A": {"[40,50) n=2 sum=3", "[41,51) n=1 sum=1"}},
 			late: []string{"A@39"}},
 	})
-	runConformance(t, slidingWindows(group.SlidingWindows(5*time.Second, 0).Emitting(group.EmitUpdates)), []conformanceCase{
+	runConformance(t, slidingWindows(windows.SlidingWindows(5*time.Second, 0).Emitting(windows.EmitUpdates)), []conformanceCase{
 		// Per record, in start order: the windows it updates, the previous
 		// record's right window, its own left window, its own right window.
 		{name: "updates: every window a record enters or starts, the last equal to the final",

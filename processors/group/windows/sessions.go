@@ -1,4 +1,4 @@
-package group
+package windows
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -88,13 +89,12 @@ func (s SessionSpec) validate() error {
 // (EmitUpdates, with a Removed result for the old one). A "final" result is
 // therefore final only once the session is past its close plus Retention.
 type Sessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
-	g     *Group[S, PS]
+	op    *group.Operator[S, PS]
 	name  string
 	spec  SessionSpec
 	set   func(PS) *kitpb.WindowSet
 	merge func(into, from PA)
-	emit  func(c *Context[S, PS], st PS, w Window[A, PA]) error
-	timer string
+	emit  func(c *group.Context[S, PS], st PS, w Window[A, PA]) error
 }
 
 // NewSessions registers a session-windowed aggregate named name (unique in the
@@ -106,12 +106,12 @@ type Sessions[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
 // session's start and end, as Kafka Streams' windowed keys are, can drop it;
 // as in Kafka Streams none is handed over when the merged session is the
 // record's own [t, t] (it replaces a session of that same key).
-func NewSessions[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec SessionSpec, set func(PS) *kitpb.WindowSet, merge func(into, from PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sessions[S, PS, A, PA] {
-	s := &Sessions[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, merge: merge, emit: emit, timer: kitTimerPrefix + "session/" + name}
+func NewSessions[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *group.Group[S, PS], name string, spec SessionSpec, set func(PS) *kitpb.WindowSet, merge func(into, from PA), emit func(c *group.Context[S, PS], st PS, w Window[A, PA]) error) *Sessions[S, PS, A, PA] {
+	s := &Sessions[S, PS, A, PA]{op: group.NewOperator(g, "session", name), name: name, spec: spec, set: set, merge: merge, emit: emit}
 	if err := spec.validate(); err != nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s sessions %s: %w", g.name, name, err))
+		s.op.Refuse(fmt.Errorf("group %s sessions %s: %w", g.Name(), name, err))
 	}
-	g.onKitTimer("session/"+name, s.close)
+	s.op.OnTimer(s.close)
 	return s
 }
 
@@ -124,13 +124,13 @@ func (s *Sessions[S, PS, A, PA]) closes(end int64) int64 {
 // one it extends, or the merge of those it bridges. Sessions stream time has
 // closed close (and are handed over) first. A late record is counted, in no
 // session, and ErrLate returned.
-func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, value float64, fold func(agg PA)) error {
+func (s *Sessions[S, PS, A, PA]) Add(c *group.Context[S, PS], st PS, at time.Time, value float64, fold func(agg PA)) error {
 	ws := s.set(st)
 	t := at.UnixMilli()
 	if t < 0 {
 		return fmt.Errorf("sessions %s: event time %d ms is before the epoch", s.name, t)
 	}
-	now := streamNowFor(c, ws)
+	now := streamNowFor(c, s.op, ws)
 	errs := []error{s.advance(c, st, ws, now)}
 	gap := s.spec.Gap.Milliseconds()
 	merged := &kitpb.Window{StartMs: t, EndMs: t}
@@ -143,7 +143,7 @@ func (s *Sessions[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, val
 	}
 	if s.closes(merged.EndMs) < now {
 		ws.Late++
-		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		s.op.CountLate(c)
 		errs = append(errs, fmt.Errorf("sessions %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}
@@ -201,7 +201,7 @@ func (s *Sessions[S, PS, A, PA]) combine(merged *kitpb.Window, absorbed []*kitpb
 	return nil
 }
 
-func (s *Sessions[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Window, removed bool) error {
+func (s *Sessions[S, PS, A, PA]) handOver(c *group.Context[S, PS], st PS, win *kitpb.Window, removed bool) error {
 	if s.emit == nil {
 		return nil
 	}
@@ -216,7 +216,7 @@ func (s *Sessions[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.W
 
 // advance closes, oldest first, every open session stream time now is past
 // the close of, and drops closed sessions past their retention.
-func (s *Sessions[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
+func (s *Sessions[S, PS, A, PA]) advance(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
 	keep := s.spec.Retention.Milliseconds()
 	var errs []error
 	for _, win := range ws.Windows {
@@ -234,7 +234,7 @@ func (s *Sessions[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.Win
 }
 
 // evict closes the oldest sessions early beyond the bound.
-func (s *Sessions[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.WindowSet) error {
+func (s *Sessions[S, PS, A, PA]) evict(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet) error {
 	var errs []error
 	for len(ws.Windows) > windowBound(s.spec.MaxWindows) {
 		win := ws.Windows[0]
@@ -248,7 +248,7 @@ func (s *Sessions[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.Windo
 
 // arm sets the timer just past the earliest close of an open session (a
 // session closes once stream time is past it), or of a retention.
-func (s *Sessions[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) error {
+func (s *Sessions[S, PS, A, PA]) arm(c *group.Context[S, PS], ws *kitpb.WindowSet) error {
 	next := int64(0)
 	for _, win := range ws.Windows {
 		at := s.closes(win.EndMs) + 1
@@ -260,19 +260,19 @@ func (s *Sessions[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) err
 		}
 	}
 	if next == 0 {
-		c.CancelTimer(s.timer)
+		s.op.CancelTimer(c)
 		return nil
 	}
-	return c.setTimer(s.timer, time.UnixMilli(next), StreamClock)
+	return s.op.SetTimer(c, time.UnixMilli(next), group.StreamClock)
 }
 
-func (s *Sessions[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
+func (s *Sessions[S, PS, A, PA]) close(c *group.Context[S, PS], _ group.Timer) error {
 	st := c.State()
 	if st == nil {
 		return nil
 	}
 	ws := s.set(st)
-	err := errors.Join(s.advance(c, st, ws, streamNowFor(c, ws)), s.arm(c, ws))
+	err := errors.Join(s.advance(c, st, ws, streamNowFor(c, s.op, ws)), s.arm(c, ws))
 	c.SetState(st)
 	return err
 }

@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -27,7 +28,7 @@ func (exampleT) Fatal(a ...any)                    { panic(fmt.Sprint(a...)) }
 // per hour, in tumbling windows on the triggers' event time with a 10-minute
 // grace. A stream-time timer closes each hour and its handler emits the final
 // count; an ENTER for a closed hour is late.
-func Example_windows() {
+func Example() {
 	const (
 		grp    = "hourly-enters"
 		enters = "enters"        // ENTER triggers keyed by fence, read
@@ -38,8 +39,8 @@ func Example_windows() {
 	topo := &topology.Topology{
 		Name: "example",
 		Topics: []topology.Topic{
-			{Name: enters, Key: "fence_id", Value: "fencestream.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
-			{Name: hourly, Key: "fence_id", Value: "fencestream.v1.Occupancy", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: enters, Key: "fence_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: 1, Cleanup: topology.CleanupDelete},
+			{Name: hourly, Key: "fence_id", Value: "fencestream.kit.test.v1.Occupancy", Partitions: 1, Cleanup: topology.CleanupDelete},
 			{Name: grp + "-table", Key: "fence_id", Value: "fencestream.kit.v1.WindowSet", Partitions: 1, Cleanup: topology.CleanupCompact},
 			topology.TimersTopic(grp, "fence_id", 1),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 1, Cleanup: topology.CleanupDelete},
@@ -56,24 +57,24 @@ func Example_windows() {
 	// 2. Handlers: the state is the window set itself.
 	type ctx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
 	g := group.New[kitpb.WindowSet](topo, grp, slog.New(slog.DiscardHandler))
-	hours := group.Output[geofencepb.Occupancy](g, hourly)
-	windows := group.NewWindows(g, "enters", group.Tumbling(time.Hour, 10*time.Minute),
+	hours := group.Output[testpb.Occupancy](g, hourly)
+	perHour := windows.NewWindows(g, "enters", windows.Tumbling(time.Hour, 10*time.Minute),
 		func(st *kitpb.WindowSet) *kitpb.WindowSet { return st },
-		func(c *ctx, _ *kitpb.WindowSet, w group.Window[geofencepb.Trigger, *geofencepb.Trigger]) error {
-			hours.Emit(c, c.Key(), &geofencepb.Occupancy{FenceId: c.Key(), EntersTotal: uint64(w.Count), LastChangeMs: w.End.UnixMilli()})
+		func(c *ctx, _ *kitpb.WindowSet, w windows.Window[testpb.Trigger, *testpb.Trigger]) error {
+			hours.Emit(c, c.Key(), &testpb.Occupancy{FenceId: c.Key(), EntersTotal: uint64(w.Count), LastChangeMs: w.End.UnixMilli()})
 			return nil
 		})
-	group.Stream(g, enters, func(c *ctx, t *geofencepb.Trigger) error {
+	group.Stream(g, enters, func(c *ctx, t *testpb.Trigger) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := windows.Add(c, st, c.EventTime(), 1, nil); errors.Is(err, group.ErrLate) {
+		if err := perHour.Add(c, st, c.EventTime(), 1, nil); errors.Is(err, windows.ErrLate) {
 			fmt.Println("late:", t.GetTriggerId())
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
+	}, group.EventTime(func(t *testpb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
 
 	// 3. Run it on Goka's tester (a test would use tester.New(t)).
 	tt := tester.New(exampleT{})
@@ -90,7 +91,7 @@ func Example_windows() {
 	defer func() { stop(); <-done }()
 	out := tt.NewQueueTracker(hourly)
 	enter := func(id, fence string, at time.Duration) {
-		tt.Consume(enters, fence, &geofencepb.Trigger{TriggerId: id, FenceId: fence, Type: geofencepb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
+		tt.Consume(enters, fence, &testpb.Trigger{TriggerId: id, FenceId: fence, Type: testpb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
 	}
 	enter("a", "depot", 5*time.Minute)
 	enter("b", "depot", 40*time.Minute)
@@ -103,7 +104,7 @@ func Example_windows() {
 	}
 	tt.Catchup()
 	for k, v, ok := out.Next(); ok; k, v, ok = out.Next() {
-		o := v.(*geofencepb.Occupancy)
+		o := v.(*testpb.Occupancy)
 		fmt.Printf("%s: %d ENTERs in the hour ending %s\n", k, o.GetEntersTotal(), time.UnixMilli(o.GetLastChangeMs()).UTC().Format("15:04"))
 	}
 	enter("f", "depot", 59*time.Minute) // that hour is final now

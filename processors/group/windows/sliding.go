@@ -1,4 +1,4 @@
-package group
+package windows
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -75,25 +76,24 @@ func (s SlidingSpec) validate() error {
 // Difference past its close, for building later windows from (Kafka Streams'
 // store retention, 2·Difference + Grace), and at most SlidingSpec.MaxWindows.
 type Sliding[S any, PS codecs.Message[S], A any, PA codecs.Message[A]] struct {
-	g       *Group[S, PS]
+	op      *group.Operator[S, PS]
 	name    string
 	spec    SlidingSpec
 	set     func(PS) *kitpb.WindowSet
 	combine func(acc, rec PA)
-	emit    func(c *Context[S, PS], st PS, w Window[A, PA]) error
-	timer   string
+	emit    func(c *group.Context[S, PS], st PS, w Window[A, PA]) error
 }
 
 // NewSliding registers a sliding-windowed aggregate named name (unique in the
 // group) on g; set and emit as for NewWindows (a Window's End is inclusive
 // here). combine folds a record's message into a window's aggregate; it may
 // be nil when Add is never given a message.
-func NewSliding[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec SlidingSpec, set func(PS) *kitpb.WindowSet, combine func(acc, rec PA), emit func(c *Context[S, PS], st PS, w Window[A, PA]) error) *Sliding[S, PS, A, PA] {
-	s := &Sliding[S, PS, A, PA]{g: g, name: name, spec: spec, set: set, combine: combine, emit: emit, timer: kitTimerPrefix + "sliding/" + name}
+func NewSliding[A any, PA codecs.Message[A], S any, PS codecs.Message[S]](g *group.Group[S, PS], name string, spec SlidingSpec, set func(PS) *kitpb.WindowSet, combine func(acc, rec PA), emit func(c *group.Context[S, PS], st PS, w Window[A, PA]) error) *Sliding[S, PS, A, PA] {
+	s := &Sliding[S, PS, A, PA]{op: group.NewOperator(g, "sliding", name), name: name, spec: spec, set: set, combine: combine, emit: emit}
 	if err := spec.validate(); err != nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s sliding windows %s: %w", g.name, name, err))
+		s.op.Refuse(fmt.Errorf("group %s sliding windows %s: %w", g.Name(), name, err))
 	}
-	g.onKitTimer("sliding/"+name, s.close)
+	s.op.OnTimer(s.close)
 	return s
 }
 
@@ -108,7 +108,7 @@ func (s *Sliding[S, PS, A, PA]) closeTime(now int64) int64 {
 // time has closed are handed over first (EmitFinal). A record is late when
 // t+Difference is before stream time minus grace: counted, in no window,
 // ErrLate.
-func (s *Sliding[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, value float64, rec PA) error {
+func (s *Sliding[S, PS, A, PA]) Add(c *group.Context[S, PS], st PS, at time.Time, value float64, rec PA) error {
 	ws := s.set(st)
 	t := at.UnixMilli()
 	if t < 0 {
@@ -117,12 +117,12 @@ func (s *Sliding[S, PS, A, PA]) Add(c *Context[S, PS], st PS, at time.Time, valu
 	if err := s.migrate(ws); err != nil {
 		return err
 	}
-	now := streamNowFor(c, ws)
+	now := streamNowFor(c, s.op, ws)
 	errs := []error{s.advance(c, st, ws, now)}
 	closeT := s.closeTime(now)
 	if t+s.spec.Difference.Milliseconds() < closeT {
 		ws.Late++
-		c.grp.m.lateRecords.WithLabelValues(s.g.name, s.name).Inc()
+		s.op.CountLate(c)
 		errs = append(errs, fmt.Errorf("sliding windows %s: record at %s: %w (stream time %s)", s.name, at.UTC().Format(time.RFC3339Nano), ErrLate, time.UnixMilli(now).UTC().Format(time.RFC3339Nano)))
 		return errors.Join(errs...)
 	}
@@ -355,7 +355,7 @@ func (s *Sliding[S, PS, A, PA]) migrate(ws *kitpb.WindowSet) error {
 }
 
 // handOver calls emit with a window's result.
-func (s *Sliding[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Window) error {
+func (s *Sliding[S, PS, A, PA]) handOver(c *group.Context[S, PS], st PS, win *kitpb.Window) error {
 	if s.emit == nil {
 		return nil
 	}
@@ -369,7 +369,7 @@ func (s *Sliding[S, PS, A, PA]) handOver(c *Context[S, PS], st PS, win *kitpb.Wi
 // advance closes, in start order, the windows ending before the close time
 // at stream time now, handing each over under EmitFinal, and drops windows a
 // Difference past their close (no record that is not late can reach them).
-func (s *Sliding[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
+func (s *Sliding[S, PS, A, PA]) advance(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet, now int64) error {
 	closeT := s.closeTime(now)
 	var errs []error
 	for _, win := range ws.Windows {
@@ -389,7 +389,7 @@ func (s *Sliding[S, PS, A, PA]) advance(c *Context[S, PS], st PS, ws *kitpb.Wind
 
 // evict keeps the set within its bound, dropping the oldest windows (handed
 // over first if open, under EmitFinal).
-func (s *Sliding[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.WindowSet) error {
+func (s *Sliding[S, PS, A, PA]) evict(c *group.Context[S, PS], st PS, ws *kitpb.WindowSet) error {
 	var errs []error
 	for len(ws.Windows) > windowBound(s.spec.MaxWindows) {
 		win := ws.Windows[0]
@@ -403,7 +403,7 @@ func (s *Sliding[S, PS, A, PA]) evict(c *Context[S, PS], st PS, ws *kitpb.Window
 
 // arm sets the timer at the earliest stream time that closes an open window
 // (its end plus grace plus 1 ms) or drops a closed one.
-func (s *Sliding[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) error {
+func (s *Sliding[S, PS, A, PA]) arm(c *group.Context[S, PS], ws *kitpb.WindowSet) error {
 	grace, d := s.spec.Grace.Milliseconds(), s.spec.Difference.Milliseconds()
 	next := int64(0)
 	for _, win := range ws.Windows {
@@ -416,13 +416,13 @@ func (s *Sliding[S, PS, A, PA]) arm(c *Context[S, PS], ws *kitpb.WindowSet) erro
 		}
 	}
 	if next == 0 {
-		c.CancelTimer(s.timer)
+		s.op.CancelTimer(c)
 		return nil
 	}
-	return c.setTimer(s.timer, time.UnixMilli(next), StreamClock)
+	return s.op.SetTimer(c, time.UnixMilli(next), group.StreamClock)
 }
 
-func (s *Sliding[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
+func (s *Sliding[S, PS, A, PA]) close(c *group.Context[S, PS], _ group.Timer) error {
 	st := c.State()
 	if st == nil {
 		return nil
@@ -431,7 +431,7 @@ func (s *Sliding[S, PS, A, PA]) close(c *Context[S, PS], _ Timer) error {
 	if err := s.migrate(ws); err != nil {
 		return err
 	}
-	err := errors.Join(s.advance(c, st, ws, streamNowFor(c, ws)), s.arm(c, ws))
+	err := errors.Join(s.advance(c, st, ws, streamNowFor(c, s.op, ws)), s.arm(c, ws))
 	c.SetState(st)
 	return err
 }

@@ -1,4 +1,4 @@
-package group
+package versioned
 
 import (
 	"errors"
@@ -186,7 +186,7 @@ var kafkaVersionedCases = []struct {
 // runVersionedCase replays ops against one store of sets (one per key),
 // the store's stream time being the highest put timestamp, and returns the
 // mismatches.
-func runVersionedCase(ops []vop, spec VersionSpec) []string {
+func runVersionedCase(ops []vop, spec Spec) []string {
 	sets := map[string]*kitpb.VersionSet{}
 	var stream int64 = math.MinInt64
 	var bad []string
@@ -222,7 +222,7 @@ func runVersionedCase(ops []vop, spec VersionSpec) []string {
 		if op.at == latest {
 			at = time.UnixMilli(math.MaxInt64 / 1_000_000)
 		}
-		v, err := VersionAsOf[wrapperspb.StringValue](set, at)
+		v, err := AsOf[wrapperspb.StringValue](set, at)
 		if err != nil {
 			return []string{err.Error()}
 		}
@@ -250,7 +250,7 @@ func runVersionedCase(ops []vop, spec VersionSpec) []string {
 }
 
 func TestVersionedConformance(t *testing.T) {
-	spec := VersionSpec{History: kHistory * time.Millisecond}.withDefaults()
+	spec := Spec{History: kHistory * time.Millisecond}.withDefaults()
 	for _, c := range kafkaVersionedCases {
 		t.Run(c.name, func(t *testing.T) {
 			if bad := runVersionedCase(c.ops, spec); len(bad) > 0 {
@@ -265,7 +265,7 @@ func TestVersionedConformance(t *testing.T) {
 // which nothing older than the oldest kept is answered, nor put, rather than
 // a wrong version.
 func TestVersionedBounds(t *testing.T) {
-	spec := VersionSpec{History: 100 * time.Millisecond, MaxVersions: 4}
+	spec := Spec{History: 100 * time.Millisecond, MaxVersions: 4}
 	set := &kitpb.VersionSet{}
 	put := func(at int64) error {
 		_, err := putVersion(set, at, []byte{byte(at)}, false, at, spec)
@@ -350,11 +350,11 @@ func TestVersionedBounds(t *testing.T) {
 }
 
 func TestVersionSpecValidate(t *testing.T) {
-	err := VersionSpec{History: -time.Second, MaxVersions: MaxVersionsPerKey + 1}.validate()
+	err := Spec{History: -time.Second, MaxVersions: MaxVersionsPerKey + 1}.validate()
 	if err == nil || !strings.Contains(err.Error(), "History: must not be negative") || !strings.Contains(err.Error(), "MaxVersions: must be 1 to 4096, got 4097") {
 		t.Fatalf("validate: %v", err)
 	}
-	if err := (VersionSpec{}).withDefaults().validate(); err != nil {
+	if err := (Spec{}).withDefaults().validate(); err != nil {
 		t.Fatalf("the zero spec with defaults: %v", err)
 	}
 }
@@ -363,7 +363,7 @@ func TestVersionSpecValidate(t *testing.T) {
 // within its history (the bound evicts one per put), and a read as of a
 // time in the middle of them; the encoded set's size is reported.
 func BenchmarkVersionedPut(b *testing.B) {
-	spec := VersionSpec{History: 24 * time.Hour}.withDefaults()
+	spec := Spec{History: 24 * time.Hour}.withDefaults()
 	val, err := marshalOpts.Marshal(wrapperspb.String("Depot, north gate: a fence name of some length"))
 	if err != nil {
 		b.Fatal(err)
@@ -392,7 +392,7 @@ func BenchmarkVersionedPut(b *testing.B) {
 	b.Run("asof", func(b *testing.B) {
 		mid := time.UnixMilli(set.GetVersions()[len(set.GetVersions())/2].GetValidFromMs() + 1)
 		for b.Loop() {
-			if _, err := VersionAsOf[wrapperspb.StringValue](set, mid); err != nil {
+			if _, err := AsOf[wrapperspb.StringValue](set, mid); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package group_test
+package versioned_test
 
 import (
 	"bytes"
@@ -14,10 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/topology/cluster"
 	"github.com/fencestream/fencestream/topology/embedded/embeddedtest"
 )
@@ -51,7 +52,7 @@ func TestVersionedJoinRestart(t *testing.T) {
 		}
 	}
 	t0 := versionedT0()
-	spec := group.VersionSpec{History: 24 * time.Hour, MaxVersions: 16}
+	spec := versioned.Spec{History: 24 * time.Hour, MaxVersions: 16}
 
 	// run runs a processor until the returned stop.
 	run := func(p *group.Processor) (stop func()) {
@@ -120,7 +121,7 @@ func TestVersionedJoinRestart(t *testing.T) {
 	describe := func(recs []*kgo.Record) []string {
 		var out []string
 		for _, r := range recs {
-			var tr geofencepb.Trigger
+			var tr testpb.Trigger
 			if err := proto.Unmarshal(r.Value, &tr); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package group_test
+package versioned_test
 
 import (
 	"context"
@@ -13,9 +13,10 @@ import (
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -38,11 +39,11 @@ func versionedTopology(parts int32) *topology.Topology {
 	return &topology.Topology{
 		Name: "versionedtest",
 		Topics: []topology.Topic{
-			{Name: vtChanges, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtChanges, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
 			{Name: vtWriter + "-table", Key: "device_id", Value: "fencestream.kit.v1.VersionSet", Partitions: parts, Cleanup: topology.CleanupCompact},
-			{Name: vtPings, Key: "device_id", Value: "fencestream.v1.Ping", Partitions: parts, Cleanup: topology.CleanupDelete},
-			{Name: vtJoined, Key: "device_id", Value: "fencestream.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
-			{Name: vtJoiner + "-table", Key: "device_id", Value: "fencestream.v1.DeviceState", Partitions: parts, Cleanup: topology.CleanupCompact},
+			{Name: vtPings, Key: "device_id", Value: "fencestream.kit.test.v1.Ping", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtJoined, Key: "device_id", Value: "fencestream.kit.test.v1.Trigger", Partitions: parts, Cleanup: topology.CleanupDelete},
+			{Name: vtJoiner + "-table", Key: "device_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: parts, Cleanup: topology.CleanupCompact},
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Value: "raw", Partitions: parts, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{
@@ -54,8 +55,8 @@ func versionedTopology(parts int32) *topology.Topology {
 
 type (
 	vsCtx   = group.Context[kitpb.VersionSet, *kitpb.VersionSet]
-	joinCtx = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
-	fenceV  = group.Version[geofencepb.Trigger, *geofencepb.Trigger]
+	joinCtx = group.Context[testpb.DeviceState, *testpb.DeviceState]
+	fenceV  = versioned.Version[testpb.Trigger, *testpb.Trigger]
 )
 
 func identitySet(s *kitpb.VersionSet) *kitpb.VersionSet { return s }
@@ -63,37 +64,37 @@ func identitySet(s *kitpb.VersionSet) *kitpb.VersionSet { return s }
 // versionedGroups builds both groups. asOf false makes the joiner read the
 // latest version instead (what a join of a plain table does), for the
 // tests to show they tell the two apart.
-func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool) (writer *group.Group[kitpb.VersionSet, *kitpb.VersionSet], joiner *group.Group[geofencepb.DeviceState, *geofencepb.DeviceState], expired *sync.Map) {
+func versionedGroups(topo *topology.Topology, spec versioned.Spec, asOf bool) (writer *group.Group[kitpb.VersionSet, *kitpb.VersionSet], joiner *group.Group[testpb.DeviceState, *testpb.DeviceState], expired *sync.Map) {
 	expired = &sync.Map{}
 	writer = group.New[kitpb.VersionSet](topo, vtWriter, quiet)
-	vt := group.NewVersionedTable[geofencepb.Trigger](writer, "fences", spec, identitySet)
-	group.Stream(writer, vtChanges, func(c *vsCtx, t *geofencepb.Trigger) error {
+	vt := versioned.NewTable[testpb.Trigger](writer, "fences", spec, identitySet)
+	group.Stream(writer, vtChanges, func(c *vsCtx, t *testpb.Trigger) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.VersionSet{}
 		}
 		var err error
-		if t.GetReason() == geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED {
+		if t.GetReason() == testpb.TriggerReason_TRIGGER_REASON_FENCE_DELETED {
 			err = vt.Delete(c, st, c.EventTime())
 		} else {
 			err = vt.Put(c, st, c.EventTime(), t)
 		}
-		if errors.Is(err, group.ErrBeyondHistory) {
+		if errors.Is(err, versioned.ErrBeyondHistory) {
 			expired.Store(fmt.Sprintf("%s@%d", c.Key(), t.GetEventTimeMs()), true)
 		} else if err != nil {
 			return err
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
+	}, group.EventTime(func(t *testpb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }))
 
-	joiner = group.New[geofencepb.DeviceState](topo, vtJoiner, quiet)
-	fences := group.JoinVersioned[geofencepb.Trigger](joiner, vtWriter+"-table", identitySet)
-	out := group.Output[geofencepb.Trigger](joiner, vtJoined)
-	group.Stream(joiner, vtPings, func(c *joinCtx, p *geofencepb.Ping) error {
+	joiner = group.New[testpb.DeviceState](topo, vtJoiner, quiet)
+	fences := versioned.Join[testpb.Trigger](joiner, vtWriter+"-table", identitySet)
+	out := group.Output[testpb.Trigger](joiner, vtJoined)
+	group.Stream(joiner, vtPings, func(c *joinCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.DeviceState{DeviceId: c.Key()}
+			st = &testpb.DeviceState{DeviceId: c.Key()}
 		}
 		st.Pings++
 		c.SetState(st)
@@ -110,7 +111,7 @@ func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool)
 				if v.Beyond {
 					fence = "beyond"
 				}
-				out.Emit(c, c.Key(), &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%s|%d|%s", kind, c.Key(), p.GetDeviceTimeMs(), fence), DeviceId: c.Key(), FenceId: fence, EventTimeMs: p.GetDeviceTimeMs()})
+				out.Emit(c, c.Key(), &testpb.Trigger{TriggerId: fmt.Sprintf("%s|%s|%d|%s", kind, c.Key(), p.GetDeviceTimeMs(), fence), DeviceId: c.Key(), FenceId: fence, EventTimeMs: p.GetDeviceTimeMs()})
 				return nil
 			}
 		}
@@ -118,7 +119,7 @@ func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool)
 			return err
 		}
 		return fences.Left(c, at, emit("left"))
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	return writer, joiner, expired
 }
 
@@ -126,16 +127,16 @@ func versionedGroups(topo *topology.Topology, spec group.VersionSpec, asOf bool)
 // clock, so event times must be in the past.
 func versionedT0() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(-48 * time.Hour) }
 
-func change(t0 time.Time, device, fence string, at time.Duration) *geofencepb.Trigger {
-	return &geofencepb.Trigger{TriggerId: fmt.Sprintf("%s|%s|%d", device, fence, at.Milliseconds()), DeviceId: device, FenceId: fence, EventTimeMs: t0.Add(at).UnixMilli()}
+func change(t0 time.Time, device, fence string, at time.Duration) *testpb.Trigger {
+	return &testpb.Trigger{TriggerId: fmt.Sprintf("%s|%s|%d", device, fence, at.Milliseconds()), DeviceId: device, FenceId: fence, EventTimeMs: t0.Add(at).UnixMilli()}
 }
 
-func deletion(t0 time.Time, device string, at time.Duration) *geofencepb.Trigger {
-	return &geofencepb.Trigger{DeviceId: device, Reason: geofencepb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, EventTimeMs: t0.Add(at).UnixMilli()}
+func deletion(t0 time.Time, device string, at time.Duration) *testpb.Trigger {
+	return &testpb.Trigger{DeviceId: device, Reason: testpb.TriggerReason_TRIGGER_REASON_FENCE_DELETED, EventTimeMs: t0.Add(at).UnixMilli()}
 }
 
-func ping(t0 time.Time, device string, at time.Duration) *geofencepb.Ping {
-	return &geofencepb.Ping{DeviceId: device, DeviceTimeMs: t0.Add(at).UnixMilli()}
+func ping(t0 time.Time, device string, at time.Duration) *testpb.Ping {
+	return &testpb.Ping{DeviceId: device, DeviceTimeMs: t0.Add(at).UnixMilli()}
 }
 
 // joinedIDs drains the joined topic's tracker into "kind|+offset|fence"
@@ -148,7 +149,7 @@ func joinedIDs(t *testing.T, q *tester.QueueTracker, t0 time.Time) []string {
 		if !ok {
 			return out
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		kind, _, _ := strings.Cut(tr.GetTriggerId(), "|")
 		out = append(out, fmt.Sprintf("%s +%dm %s", kind, time.UnixMilli(tr.GetEventTimeMs()).Sub(t0)/time.Minute, tr.GetFenceId()))
 	}
@@ -198,7 +199,7 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 	if err := topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	writer, joiner, expired := versionedGroups(topo, group.VersionSpec{History: time.Hour, MaxVersions: 8}, asOf)
+	writer, joiner, expired := versionedGroups(topo, versioned.Spec{History: time.Hour, MaxVersions: 8}, asOf)
 	tt := tester.New(t)
 	reg := prometheus.NewRegistry()
 	for _, g := range []interface {
@@ -233,24 +234,24 @@ func runVersionedScenario(t *testing.T, asOf bool) ([]string, *prometheus.Regist
 	return joinedIDs(t, q, t0), reg
 }
 
-// LookupVersioned reads a versioned table for any key, as of a time: here a
+// Lookup reads a versioned table for any key, as of a time: here a
 // group keyed by fleet reads each ping's device's fence as of the ping.
 func TestVersionedLookupAsOf(t *testing.T) {
 	const looker, lookups = "vt-looker", "vt-lookups"
 	topo := versionedTopology(2)
-	topo.Topics = append(topo.Topics, topology.Topic{Name: lookups, Key: "fleet_id", Value: "fencestream.v1.Ping", Partitions: 3, Cleanup: topology.CleanupDelete},
-		topology.Topic{Name: looker + "-table", Key: "fleet_id", Value: "fencestream.v1.DeviceState", Partitions: 3, Cleanup: topology.CleanupCompact})
+	topo.Topics = append(topo.Topics, topology.Topic{Name: lookups, Key: "fleet_id", Value: "fencestream.kit.test.v1.Ping", Partitions: 3, Cleanup: topology.CleanupDelete},
+		topology.Topic{Name: looker + "-table", Key: "fleet_id", Value: "fencestream.kit.test.v1.DeviceState", Partitions: 3, Cleanup: topology.CleanupCompact})
 	topo.Processors = append(topo.Processors, topology.Processor{Group: looker, Streams: []string{lookups}, Lookups: []string{vtWriter + "-table"}, Emits: []string{topology.TopicDeadLetter}, Table: looker + "-table"})
 	if err := topo.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	writer, _, _ := versionedGroups(topo, group.VersionSpec{History: time.Hour}, true)
-	type lctx = group.Context[geofencepb.DeviceState, *geofencepb.DeviceState]
-	lg := group.New[geofencepb.DeviceState](topo, looker, quiet)
-	fences := group.LookupVersioned[geofencepb.Trigger](lg, vtWriter+"-table", identitySet)
+	writer, _, _ := versionedGroups(topo, versioned.Spec{History: time.Hour}, true)
+	type lctx = group.Context[testpb.DeviceState, *testpb.DeviceState]
+	lg := group.New[testpb.DeviceState](topo, looker, quiet)
+	fences := versioned.Lookup[testpb.Trigger](lg, vtWriter+"-table", identitySet)
 	var mu sync.Mutex
 	var got []string
-	group.Stream(lg, lookups, func(c *lctx, p *geofencepb.Ping) error {
+	group.Stream(lg, lookups, func(c *lctx, p *testpb.Ping) error {
 		v, err := fences.AsOfKey(c, p.GetDeviceId(), time.UnixMilli(p.GetDeviceTimeMs()))
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package group
+package versioned
 
 import (
 	"errors"
@@ -9,8 +9,13 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
+
+// marshalOpts encodes values deterministically: a replay writes the same
+// state bytes.
+var marshalOpts = protov2.MarshalOptions{Deterministic: true}
 
 // Versioned tables: Kafka Streams' versioned key-value stores (KIP-889) and
 // the stream-table join that reads them as of the stream record's time
@@ -29,7 +34,7 @@ import (
 //     already have expired. Never a wrong version, only a longer-kept one:
 //     the reading group has no reproducible view of another group's
 //     partition stream time.
-//   - Versions per key are bounded (VersionSpec.MaxVersions, rule 15).
+//   - Versions per key are bounded (Spec.MaxVersions, rule 15).
 //     Beyond it the oldest versions are dropped even within retention
 //     (counted in the set and fencestream_versioned_records_total
 //     {result="evicted"}); no read or put older than the oldest kept
@@ -47,14 +52,14 @@ var (
 
 // Bounds of a versioned table's spec.
 const (
-	// MaxVersionsPerKey is the largest VersionSpec.MaxVersions.
+	// MaxVersionsPerKey is the largest Spec.MaxVersions.
 	MaxVersionsPerKey = 4096
-	// DefaultMaxVersions is VersionSpec.MaxVersions when it is 0.
+	// DefaultMaxVersions is Spec.MaxVersions when it is 0.
 	DefaultMaxVersions = 128
 )
 
-// VersionSpec describes a versioned table.
-type VersionSpec struct {
+// Spec describes a versioned table.
+type Spec struct {
 	// History is how far behind its stream time the table answers reads as
 	// of a time (Kafka Streams' historyRetention, which doubles as the grace
 	// period of puts): a put or delete older than stream time minus History
@@ -69,14 +74,14 @@ type VersionSpec struct {
 	MaxVersions int
 }
 
-func (s VersionSpec) withDefaults() VersionSpec {
+func (s Spec) withDefaults() Spec {
 	if s.MaxVersions == 0 {
 		s.MaxVersions = DefaultMaxVersions
 	}
 	return s
 }
 
-func (s VersionSpec) validate() error {
+func (s Spec) validate() error {
 	var errs []error
 	if s.History < 0 {
 		errs = append(errs, fmt.Errorf("History: must not be negative, got %s", s.History))
@@ -135,9 +140,9 @@ func versionAt(set *kitpb.VersionSet, atMs int64) (i int, beyond bool) {
 	return i, false
 }
 
-// VersionAsOf is the version of set valid at time at (a view reads a key's
+// AsOf is the version of set valid at time at (a view reads a key's
 // history with it). A nil set has no versions.
-func VersionAsOf[M any, PM codecs.Message[M]](set *kitpb.VersionSet, at time.Time) (Version[M, PM], error) {
+func AsOf[M any, PM codecs.Message[M]](set *kitpb.VersionSet, at time.Time) (Version[M, PM], error) {
 	var out Version[M, PM]
 	i, beyond := versionAt(set, at.UnixMilli())
 	if beyond {
@@ -178,7 +183,7 @@ type putResult struct {
 // time nowMs (the partition's), keeping at most maxVersions versions and
 // history behind the stream time. A put older than the history is dropped,
 // counted in set.expired, and returns ErrBeyondHistory.
-func putVersion(set *kitpb.VersionSet, atMs int64, value []byte, tomb bool, nowMs int64, spec VersionSpec) (putResult, error) {
+func putVersion(set *kitpb.VersionSet, atMs int64, value []byte, tomb bool, nowMs int64, spec Spec) (putResult, error) {
 	observed := max(set.GetObservedMs(), nowMs, atMs)
 	set.ObservedMs = observed
 	set.HistoryMs = spec.History.Milliseconds()
@@ -230,33 +235,34 @@ func putVersion(set *kitpb.VersionSet, atMs int64, value []byte, tomb bool, nowM
 	return res, nil
 }
 
-// VersionedTable keeps a versioned value of type *M for each key of a group,
+// Table keeps a versioned value of type *M for each key of a group,
 // in a kitpb.VersionSet inside the group's state: the table other groups
-// join as of a time (JoinVersioned, LookupVersioned). Puts come from the
+// join as of a time (Join, Lookup). Puts come from the
 // group's handlers, stamped with event time (the record's, never the wall
 // clock), in any order: a put older than the latest version becomes a
 // history version in its place.
-type VersionedTable[M any, PM codecs.Message[M], S any, PS codecs.Message[S]] struct {
-	g    *Group[S, PS]
+type Table[M any, PM codecs.Message[M], S any, PS codecs.Message[S]] struct {
+	op   *group.Operator[S, PS]
 	name string
-	spec VersionSpec
+	spec Spec
 	set  func(PS) *kitpb.VersionSet
 }
 
-// NewVersionedTable registers a versioned table named name (unique in the
+// NewTable registers a versioned table named name (unique in the
 // group, for metrics) on g. set returns the VersionSet field of a key's
 // state, creating it when absent (`if st.Versions == nil { st.Versions =
 // &kitpb.VersionSet{} }; return st.Versions`). The value type comes first:
-// NewVersionedTable[Fence](g, ...).
-func NewVersionedTable[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], name string, spec VersionSpec, set func(PS) *kitpb.VersionSet) *VersionedTable[M, PM, S, PS] {
+// NewTable[Fence](g, ...).
+func NewTable[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *group.Group[S, PS], name string, spec Spec, set func(PS) *kitpb.VersionSet) *Table[M, PM, S, PS] {
 	spec = spec.withDefaults()
+	op := group.NewOperator(g, "versioned", name)
 	if err := spec.validate(); err != nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s versioned table %s: %w", g.name, name, err))
+		op.Refuse(fmt.Errorf("group %s versioned table %s: %w", g.Name(), name, err))
 	}
 	if set == nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s versioned table %s: nil set function", g.name, name))
+		op.Refuse(fmt.Errorf("group %s versioned table %s: nil set function", g.Name(), name))
 	}
-	return &VersionedTable[M, PM, S, PS]{g: g, name: name, spec: spec, set: set}
+	return &Table[M, PM, S, PS]{op: op, name: name, spec: spec, set: set}
 }
 
 // Put makes value the key's version from at (its event time) until the
@@ -266,7 +272,7 @@ func NewVersionedTable[M any, PM codecs.Message[M], S any, PS codecs.Message[S]]
 // fencestream_versioned_records_total{result="expired"}, and ErrBeyondHistory
 // returned (the handler may ignore it or return it to dead-letter the input).
 // A nil value is a delete.
-func (v *VersionedTable[M, PM, S, PS]) Put(c *Context[S, PS], st PS, at time.Time, value PM) error {
+func (v *Table[M, PM, S, PS]) Put(c *group.Context[S, PS], st PS, at time.Time, value PM) error {
 	if value == nil {
 		return v.put(c, st, at, nil, true)
 	}
@@ -279,95 +285,100 @@ func (v *VersionedTable[M, PM, S, PS]) Put(c *Context[S, PS], st PS, at time.Tim
 
 // Delete puts a tombstone at at: no value is valid from then until the next
 // version. Like Put otherwise.
-func (v *VersionedTable[M, PM, S, PS]) Delete(c *Context[S, PS], st PS, at time.Time) error {
+func (v *Table[M, PM, S, PS]) Delete(c *group.Context[S, PS], st PS, at time.Time) error {
 	return v.put(c, st, at, nil, true)
 }
 
-func (v *VersionedTable[M, PM, S, PS]) put(c *Context[S, PS], st PS, at time.Time, value []byte, tomb bool) error {
+func (v *Table[M, PM, S, PS]) put(c *group.Context[S, PS], st PS, at time.Time, value []byte, tomb bool) error {
 	set := v.set(st)
 	if set == nil {
 		return fmt.Errorf("versioned table %s: the set function returned nil", v.name)
 	}
 	res, err := putVersion(set, at.UnixMilli(), value, tomb, c.StreamTime().UnixMilli(), v.spec)
 	if err != nil {
-		c.grp.m.versionedRecords.WithLabelValues(v.g.name, v.name, "expired").Inc()
+		v.op.CountVersioned(c, "expired", 1)
 		return fmt.Errorf("versioned table %s: %w", v.name, err)
 	}
 	if res.evicted > 0 {
-		c.grp.m.versionedRecords.WithLabelValues(v.g.name, v.name, "evicted").Add(float64(res.evicted))
+		v.op.CountVersioned(c, "evicted", res.evicted)
 	}
 	return nil
 }
 
 // AsOf is the key's version valid at at, read from its state st (nil: no
 // versions).
-func (v *VersionedTable[M, PM, S, PS]) AsOf(st PS, at time.Time) (Version[M, PM], error) {
+func (v *Table[M, PM, S, PS]) AsOf(st PS, at time.Time) (Version[M, PM], error) {
 	if st == nil {
 		return Version[M, PM]{}, nil
 	}
-	return VersionAsOf[M, PM](v.set(st), at)
+	return AsOf[M, PM](v.set(st), at)
 }
 
-// JoinedVersions reads another group's versioned table as of a time: the
+// Joined reads another group's versioned table as of a time: the
 // stream-table join of Kafka Streams with a versioned table (KIP-914), where
 // a stream record at time t joins the table version valid at t, not the
-// latest. The table is a Goka join (co-partitioned, JoinVersioned) or lookup
-// (any key, LookupVersioned) of the owning group's table, whose state type
+// latest. The table is a Goka join (co-partitioned, Join) or lookup
+// (any key, Lookup) of the owning group's table, whose state type
 // is *T and holds the versions where set says.
 //
 // What it answers depends, as in Kafka Streams, on what the table holds when
 // the stream record is processed: a version put after that is not seen. What
 // the joining handler emits is recorded with its input like any output, so a
 // replay re-emits the same records.
-type JoinedVersions[M any, PM codecs.Message[M], T any, PT codecs.Message[T]] struct {
+type Joined[M any, PM codecs.Message[M], T any, PT codecs.Message[T]] struct {
 	table  string
-	joined Joined[T, PT] // zero for a lookup
-	looked Looked[T, PT] // zero for a join
+	joined group.Joined[T, PT] // zero for a lookup
+	looked group.Looked[T, PT] // zero for a join
 	set    func(PT) *kitpb.VersionSet
 	lookup bool
+	// beyond counts a read older than the table's history, in the reading
+	// group's metrics.
+	beyond func(c group.Reader)
 }
 
-// JoinVersioned declares that g joins table — another group's table whose
-// state *T keeps a VersionedTable of *M where set says — for the key it is
+// Join declares that g joins table — another group's table whose
+// state *T keeps a Table of *M where set says — for the key it is
 // processing (co-partitioned; the topology lists it under Joins). The value
-// type comes first: JoinVersioned[Fence](g, "fence-versions-table",
+// type comes first: Join[Fence](g, "fence-versions-table",
 // func(st *FenceVersions) *kitpb.VersionSet { return st.GetVersions() }).
-func JoinVersioned[M any, PM codecs.Message[M], T any, PT codecs.Message[T], S any, PS codecs.Message[S]](g *Group[S, PS], table string, set func(PT) *kitpb.VersionSet) JoinedVersions[M, PM, T, PT] {
+func Join[M any, PM codecs.Message[M], T any, PT codecs.Message[T], S any, PS codecs.Message[S]](g *group.Group[S, PS], table string, set func(PT) *kitpb.VersionSet) Joined[M, PM, T, PT] {
+	op := group.NewOperator(g, "versioned", table)
 	if set == nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s versioned join %s: nil set function", g.name, table))
+		op.Refuse(fmt.Errorf("group %s versioned join %s: nil set function", g.Name(), table))
 	}
-	return JoinedVersions[M, PM, T, PT]{table: table, joined: Join[T, PT](g, table), set: set}
+	return Joined[M, PM, T, PT]{table: table, joined: group.Join[T, PT](g, table), set: set, beyond: countBeyond(op)}
 }
 
-// LookupVersioned is JoinVersioned for any key: g keeps all of table (the
+// Lookup is Join for any key: g keeps all of table (the
 // topology lists it under Lookups) and the read names its key (AsOfKey).
-func LookupVersioned[M any, PM codecs.Message[M], T any, PT codecs.Message[T], S any, PS codecs.Message[S]](g *Group[S, PS], table string, set func(PT) *kitpb.VersionSet) JoinedVersions[M, PM, T, PT] {
+func Lookup[M any, PM codecs.Message[M], T any, PT codecs.Message[T], S any, PS codecs.Message[S]](g *group.Group[S, PS], table string, set func(PT) *kitpb.VersionSet) Joined[M, PM, T, PT] {
+	op := group.NewOperator(g, "versioned", table)
 	if set == nil {
-		g.err = errors.Join(g.err, fmt.Errorf("group %s versioned lookup %s: nil set function", g.name, table))
+		op.Refuse(fmt.Errorf("group %s versioned lookup %s: nil set function", g.Name(), table))
 	}
-	return JoinedVersions[M, PM, T, PT]{table: table, looked: Lookup[T, PT](g, table), set: set, lookup: true}
+	return Joined[M, PM, T, PT]{table: table, looked: group.Lookup[T, PT](g, table), set: set, lookup: true, beyond: countBeyond(op)}
 }
 
 // Table is the joined table.
-func (j JoinedVersions[M, PM, T, PT]) Table() string { return j.table }
+func (j Joined[M, PM, T, PT]) Table() string { return j.table }
 
 // AsOf is the version, valid at at, of the joined table's value for the key
 // c is processing (a join; for a lookup, the key c is processing, too). A
 // time older than the table's history answers Beyond (counted in
 // fencestream_versioned_records_total{result="beyond-history"}).
-func (j JoinedVersions[M, PM, T, PT]) AsOf(c Reader, at time.Time) (Version[M, PM], error) {
+func (j Joined[M, PM, T, PT]) AsOf(c group.Reader, at time.Time) (Version[M, PM], error) {
 	return j.AsOfKey(c, "", at)
 }
 
 // AsOfKey is AsOf for key (a lookup; a join reads only the key c is
 // processing, and key must be it or empty).
-func (j JoinedVersions[M, PM, T, PT]) AsOfKey(c Reader, key string, at time.Time) (Version[M, PM], error) {
+func (j Joined[M, PM, T, PT]) AsOfKey(c group.Reader, key string, at time.Time) (Version[M, PM], error) {
 	var st PT
 	var err error
 	switch {
 	case !j.lookup:
 		if kr, ok := c.(keyReader); ok && key != "" && key != kr.Key() {
-			return Version[M, PM]{}, fmt.Errorf("versioned join %s: key %q is not the key being processed (%q): a join reads only its own key; use LookupVersioned", j.table, key, kr.Key())
+			return Version[M, PM]{}, fmt.Errorf("versioned join %s: key %q is not the key being processed (%q): a join reads only its own key; use Lookup", j.table, key, kr.Key())
 		}
 		st, err = j.joined.Get(c)
 	default:
@@ -385,21 +396,19 @@ func (j JoinedVersions[M, PM, T, PT]) AsOfKey(c Reader, key string, at time.Time
 	if st != nil && j.set != nil {
 		set = j.set(st)
 	}
-	v, err := VersionAsOf[M, PM](set, at)
+	v, err := AsOf[M, PM](set, at)
 	if err != nil {
 		return v, fmt.Errorf("versioned join %s: %w", j.table, err)
 	}
-	if v.Beyond {
-		if cr, ok := c.(versionedCounter); ok {
-			cr.countVersioned(j.table, "beyond-history")
-		}
+	if v.Beyond && j.beyond != nil {
+		j.beyond(c)
 	}
 	return v, nil
 }
 
 // Inner is the inner stream-table join as of at: joiner runs only when a
 // value is valid at that time; the result says whether it ran.
-func (j JoinedVersions[M, PM, T, PT]) Inner(c Reader, at time.Time, joiner func(Version[M, PM]) error) (bool, error) {
+func (j Joined[M, PM, T, PT]) Inner(c group.Reader, at time.Time, joiner func(Version[M, PM]) error) (bool, error) {
 	v, err := j.AsOf(c, at)
 	if err != nil || !v.Found() {
 		return false, err
@@ -409,7 +418,7 @@ func (j JoinedVersions[M, PM, T, PT]) Inner(c Reader, at time.Time, joiner func(
 
 // Left is the left stream-table join as of at: joiner always runs, with a
 // nil Value when none is valid at that time.
-func (j JoinedVersions[M, PM, T, PT]) Left(c Reader, at time.Time, joiner func(Version[M, PM]) error) error {
+func (j Joined[M, PM, T, PT]) Left(c group.Reader, at time.Time, joiner func(Version[M, PM]) error) error {
 	v, err := j.AsOf(c, at)
 	if err != nil {
 		return err
@@ -417,14 +426,15 @@ func (j JoinedVersions[M, PM, T, PT]) Left(c Reader, at time.Time, joiner func(V
 	return joiner(v)
 }
 
-// keyReader and versionedCounter are what a Reader (a Context) also offers
-// versioned reads.
+// keyReader is what a Reader (a Context) also offers versioned reads.
 type keyReader interface{ Key() string }
 
-type versionedCounter interface {
-	countVersioned(table, result string)
-}
-
-func (c *Context[S, PS]) countVersioned(table, result string) {
-	c.grp.m.versionedRecords.WithLabelValues(c.grp.name, table, result).Inc()
+// countBeyond counts, in op's group, a read older than the table's history.
+// A Reader that reads through the group's handles is its Context.
+func countBeyond[S any, PS codecs.Message[S]](op *group.Operator[S, PS]) func(group.Reader) {
+	return func(r group.Reader) {
+		if c, ok := r.(*group.Context[S, PS]); ok {
+			op.CountVersioned(c, "beyond-history", 1)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -45,9 +46,9 @@ func kjEach(right bool, prefix string, at int64) []kjRec {
 // (left+right, "null" for a missing side). It returns the results per key, in
 // the order they came out, and the late records ("key@t"). eager looks at the
 // timers after every record; otherwise once, at the end.
-func runJoinTable(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool) (map[string][]string, []string) {
+func runJoinTable(t *testing.T, spec windows.JoinSpec, recs []kjRec, eager bool) (map[string][]string, []string) {
 	t.Helper()
-	return joinWith(t, spec, recs, eager, func(l, r *geofencepb.Ping) string {
+	return joinWith(t, spec, recs, eager, func(l, r *testpb.Ping) string {
 		ls, rs := "null", "null"
 		if l != nil {
 			ls = l.GetDeviceId()
@@ -64,21 +65,21 @@ func runJoinTable(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool) (
 // the results per key in the order they came out, and the late records
 // ("key@t"). eager looks at the timers after every record; otherwise once,
 // at the end.
-func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label func(l, r *geofencepb.Ping) string) (map[string][]string, []string) {
+func joinWith(t *testing.T, spec windows.JoinSpec, recs []kjRec, eager bool, label func(l, r *testpb.Ping) string) (map[string][]string, []string) {
 	t.Helper()
 	tt := tester.New(t)
 	type jctx = group.Context[kitpb.JoinBuffer, *kitpb.JoinBuffer]
 	g := group.New[kitpb.JoinBuffer](tableOf(joinStreamsTopology(), "fencestream.kit.v1.JoinBuffer"), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	j := group.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
-		func(c *jctx, _ *kitpb.JoinBuffer, l, r *geofencepb.Ping) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{FenceId: label(l, r)})
+	out := group.Output[testpb.Trigger](g, topicOut)
+	j := windows.NewStreamJoin(g, "j", spec, func(jb *kitpb.JoinBuffer) *kitpb.JoinBuffer { return jb },
+		func(c *jctx, _ *kitpb.JoinBuffer, l, r *testpb.Ping) error {
+			out.Emit(c, c.Key(), &testpb.Trigger{FenceId: label(l, r)})
 			return nil
 		})
 	var mu sync.Mutex
 	var late []string
-	handle := func(right bool) func(c *jctx, p *geofencepb.Ping) error {
-		return func(c *jctx, p *geofencepb.Ping) error {
+	handle := func(right bool) func(c *jctx, p *testpb.Ping) error {
+		return func(c *jctx, p *testpb.Ping) error {
 			st := c.State()
 			if st == nil {
 				st = &kitpb.JoinBuffer{}
@@ -87,7 +88,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 			if right {
 				add = j.AddRight
 			}
-			if err := add(c, st, c.EventTime(), p); errors.Is(err, group.ErrLate) {
+			if err := add(c, st, c.EventTime(), p); errors.Is(err, windows.ErrLate) {
 				mu.Lock()
 				late = append(late, fmt.Sprintf("%s@%d", c.Key(), p.GetDeviceTimeMs()))
 				mu.Unlock()
@@ -98,7 +99,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 			return nil
 		}
 	}
-	at := group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
+	at := group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) })
 	group.Stream(g, topicIn, handle(false), at)
 	group.Stream(g, topicRight, handle(true), at)
 	wall := time.UnixMilli(base)
@@ -113,7 +114,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 		if r.right {
 			topic = topicRight
 		}
-		tt.Consume(topic, r.key, &geofencepb.Ping{DeviceId: r.value, DeviceTimeMs: r.at})
+		tt.Consume(topic, r.key, &testpb.Ping{DeviceId: r.value, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, tt, proc)
 		}
@@ -121,7 +122,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 	fireTimers(t, tt, proc)
 	got := map[string][]string{}
 	for k, v, ok := q.Next(); ok; k, v, ok = q.Next() {
-		got[k] = append(got[k], v.(*geofencepb.Trigger).GetFenceId())
+		got[k] = append(got[k], v.(*testpb.Trigger).GetFenceId())
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -136,7 +137,7 @@ func joinWith(t *testing.T, spec group.JoinSpec, recs []kjRec, eager bool, label
 type joinCase struct {
 	name      string
 	from      string // the Kafka Streams test the case transcribes
-	spec      group.JoinSpec
+	spec      windows.JoinSpec
 	recs      []kjRec
 	want      map[string][]string
 	late      []string
@@ -166,7 +167,7 @@ func joinConformance() []joinCase {
 		}
 		cases = append(cases, joinCase{
 			name: "inner, asymmetric: before 0, after 100", from: "KStreamKStreamJoinTest.testAsymmetricWindowingAfter",
-			spec: group.JoinWindows(0, 0, group.InnerJoin).WithAfter(ms(100)),
+			spec: windows.JoinWindows(0, 0, windows.InnerJoin).WithAfter(ms(100)),
 			recs: recs,
 			want: map[string][]string{
 				"0": {"A0+b0", "A0+c0", "A0+d0", "A0+e0", "A0+f0"},
@@ -191,7 +192,7 @@ func joinConformance() []joinCase {
 		}
 		cases = append(cases, joinCase{
 			name: "inner, asymmetric: before 100, after 0", from: "KStreamKStreamJoinTest.testAsymmetricWindowingBefore",
-			spec: group.JoinWindows(0, 0, group.InnerJoin).WithBefore(ms(100)),
+			spec: windows.JoinWindows(0, 0, windows.InnerJoin).WithBefore(ms(100)),
 			recs: recs,
 			want: map[string][]string{
 				"0": {"A0+b0", "A0+c0", "A0+d0", "A0+e0", "A0+f0"},
@@ -216,7 +217,7 @@ func joinConformance() []joinCase {
 		}
 		cases = append(cases, joinCase{
 			name: "left, asymmetric: after 0 hands over A0..A2 alone, then joins them", from: "KStreamKStreamLeftJoinTest.testLeftJoinedRecordsWithZeroAfterAreEmitted",
-			spec: group.JoinWindows(ms(100), 0, group.LeftJoin).WithAfter(0),
+			spec: windows.JoinWindows(ms(100), 0, windows.LeftJoin).WithAfter(0),
 			recs: recs,
 			want: map[string][]string{
 				"0": {"A0+null", "A0+a0", "A0+b0"},
@@ -229,38 +230,38 @@ func joinConformance() []joinCase {
 	cases = append(cases,
 		joinCase{
 			name: "left: unmatched duplicates once their window closed; joined duplicates", from: "KStreamKStreamLeftJoinTest.testLeftJoinDuplicates",
-			spec: group.JoinWindows(ms(100), ms(10), group.LeftJoin),
+			spec: windows.JoinWindows(ms(100), ms(10), windows.LeftJoin),
 			recs: []kjRec{kl("0", "A0", 0), kl("0", "A0-0", 0), kr("1", "a0", 111), kr("2", "dummy", 500),
 				kl("2", "A2", 1000), kl("2", "A2-0", 1000), kr("2", "a2", 1001), kr("3", "a3", 315)},
 			want: map[string][]string{"0": {"A0+null", "A0-0+null"}, "2": {"A2+a2", "A2-0+a2"}},
 		},
 		joinCase{
 			name: "left: expired left records, stream time moved by a left record", from: "KStreamKStreamLeftJoinTest.testLeftExpiredNonJoinedRecordsAreEmittedByTheLeftProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.LeftJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.LeftJoin),
 			recs: []kjRec{kl("0", "A0", 1), kl("1", "A1", 2), kl("0", "A0-0", 3), kr("1", "a1", 3), kl("2", "dummy", 401), kr("2", "dummy", 401)},
 			want: map[string][]string{"0": {"A0+null", "A0-0+null"}, "1": {"A1+a1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "left: expired left records, stream time moved by a right record", from: "KStreamKStreamLeftJoinTest.testLeftExpiredNonJoinedRecordsAreEmittedByTheRightProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.LeftJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.LeftJoin),
 			recs: []kjRec{kl("0", "A0", 1), kl("1", "A1", 2), kl("0", "A0-0", 3), kr("1", "a1", 3), kr("2", "dummy", 401), kl("2", "dummy", 402)},
 			want: map[string][]string{"0": {"A0+null", "A0-0+null"}, "1": {"A1+a1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "left: unmatched right records are never handed over", from: "KStreamKStreamLeftJoinTest.testRightNonJoinedRecordsAreNeverEmittedByTheLeftProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.LeftJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.LeftJoin),
 			recs: []kjRec{kr("0", "A0", 1), kr("1", "A1", 2), kr("0", "A0-0", 3), kl("1", "a1", 3), kl("2", "dummy", 401), kr("2", "dummy", 402)},
 			want: map[string][]string{"1": {"a1+A1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "left: unmatched right records are never handed over (right record moves time)", from: "KStreamKStreamLeftJoinTest.testRightNonJoinedRecordsAreNeverEmittedByTheRightProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.LeftJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.LeftJoin),
 			recs: []kjRec{kr("0", "A0", 1), kr("1", "A1", 2), kr("0", "A0-0", 3), kl("1", "a1", 3), kr("2", "dummy", 401), kl("2", "dummy", 402)},
 			want: map[string][]string{"1": {"a1+A1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "outer: unmatched duplicates of both sides; joined duplicates", from: "KStreamKStreamOuterJoinTest.testOuterJoinDuplicates",
-			spec: group.JoinWindows(ms(100), ms(10), group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), ms(10), windows.OuterJoin),
 			recs: []kjRec{kl("0", "A0", 0), kl("0", "A0-0", 0), kr("1", "a1", 0), kr("1", "a1-0", 0), kr("1", "a0", 111), kr("3", "dummy", 211),
 				kl("2", "A2", 200), kl("2", "A2-0", 200), kr("2", "a2", 201), kr("2", "a2-0", 201), kr("3", "dummy", 1500)},
 			want: map[string][]string{
@@ -272,19 +273,19 @@ func joinConformance() []joinCase {
 		},
 		joinCase{
 			name: "outer: expired left records, stream time moved by a left record", from: "KStreamKStreamOuterJoinTest.testLeftExpiredNonJoinedRecordsAreEmittedByTheLeftProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.OuterJoin),
 			recs: []kjRec{kl("0", "A0", 1), kl("1", "A1", 2), kl("0", "A0-0", 3), kr("1", "a1", 3), kl("2", "dummy", 401), kr("2", "dummy", 401)},
 			want: map[string][]string{"0": {"A0+null", "A0-0+null"}, "1": {"A1+a1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "outer: expired left records, stream time moved by a right record", from: "KStreamKStreamOuterJoinTest.testLeftExpiredNonJoinedRecordsAreEmittedByTheRightProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.OuterJoin),
 			recs: []kjRec{kl("0", "A0", 1), kl("1", "A1", 2), kl("0", "A0-0", 3), kr("1", "a1", 3), kr("2", "dummy", 401), kl("2", "dummy", 402)},
 			want: map[string][]string{"0": {"A0+null", "A0-0+null"}, "1": {"A1+a1"}, "2": {"dummy+dummy"}},
 		},
 		joinCase{
 			name: "outer: expired right records, stream time moved by a left record", from: "KStreamKStreamOuterJoinTest.testRightExpiredNonJoinedRecordsAreEmittedByTheLeftProcessor",
-			spec: group.JoinWindows(ms(100), 0, group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.OuterJoin),
 			recs: []kjRec{kr("0", "A0", 1), kr("1", "A1", 2), kr("0", "A0-0", 3), kl("1", "a1", 3), kl("2", "dummy", 401), kr("2", "dummy", 402)},
 			want: map[string][]string{"0": {"null+A0", "null+A0-0"}, "1": {"a1+A1"}, "2": {"dummy+dummy"}},
 		},
@@ -293,19 +294,19 @@ func joinConformance() []joinCase {
 			// closes A0's window); here A0's timer does, after a1: the order
 			// across keys is the documented difference.
 			name: "outer: a closed unmatched record and a pair", from: "KStreamKStreamOuterJoinTest.testOrdering",
-			spec: group.JoinWindows(ms(100), 0, group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.OuterJoin),
 			recs: []kjRec{kl("0", "A0", 0), kl("1", "A1", 100), kr("1", "a1", 110)},
 			want: map[string][]string{"0": {"A0+null"}, "1": {"A1+a1"}},
 		},
 		joinCase{
 			name: "outer: unmatched records wait for the grace", from: "KStreamKStreamOuterJoinTest.testGracePeriod",
-			spec: group.JoinWindows(ms(100), ms(10), group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), ms(10), windows.OuterJoin),
 			recs: []kjRec{kl("0", "A0", 0), kr("1", "a1", 0), kr("0", "a0", 101), kl("1", "A1", 101), kr("0", "dummy", 211)},
 			want: map[string][]string{"0": {"A0+null"}, "1": {"null+a1"}},
 		},
 		joinCase{
 			name: "outer: every pair, nothing unmatched", from: "KStreamKStreamOuterJoinTest.testOuterJoinWithDefaultSuppliers (runOuterJoin)",
-			spec: group.JoinWindows(ms(100), 0, group.OuterJoin),
+			spec: windows.JoinWindows(ms(100), 0, windows.OuterJoin),
 			recs: slices.Concat(
 				[]kjRec{kl("0", "A0", 0), kl("1", "A1", 0), kr("0", "a0", 0), kr("1", "a1", 0), kl("0", "B0", 0), kl("1", "B1", 0), kl("2", "B2", 0)},
 				kjEach(true, "b", 0), kjEach(false, "C", 0), []kjRec{kl("0", "dummy", 400)}),
@@ -326,11 +327,11 @@ func joinConformance() []joinCase {
 		kl("1", "closedAt141", 125), kl("-1", "bumpTime", 141), kl("1", "closedAt141", 125)}
 	for _, k := range []struct {
 		name string
-		kind group.JoinKind
-	}{{"inner", group.InnerJoin}, {"left", group.LeftJoin}, {"outer", group.OuterJoin}} {
+		kind windows.JoinKind
+	}{{"inner", windows.InnerJoin}, {"left", windows.LeftJoin}, {"outer", windows.OuterJoin}} {
 		cases = append(cases, joinCase{
 			name: k.name + ": records arriving after their window closed are late", from: "KStreamKStreamWindowCloseTest.recordsArrivingPostWindowCloseShouldBeDropped",
-			spec: group.JoinWindows(ms(10), ms(5), k.kind), recs: closeRecs,
+			spec: windows.JoinWindows(ms(10), ms(5), k.kind), recs: closeRecs,
 			late: []string{"0@24", "0@25", "1@124", "1@125"}, checkLate: true,
 		})
 	}

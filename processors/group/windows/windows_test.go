@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -39,26 +40,26 @@ func clock(ms int64) string {
 	return fmt.Sprintf("%02d:%02d", int(d.Hours()), int(d.Minutes())%60)
 }
 
-func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
+func newWindowHarness(t *testing.T, spec windows.WindowSpec) *windowHarness {
 	t.Helper()
 	h := &windowHarness{tt: tester.New(t)}
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
-	w := group.NewWindows(g, "pings", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-		func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
-			out.Emit(c, c.Key(), &geofencepb.Trigger{
+	out := group.Output[testpb.Trigger](g, topicOut)
+	w := windows.NewWindows(g, "pings", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+		func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
+			out.Emit(c, c.Key(), &testpb.Trigger{
 				FenceId: clock(win.Start.UnixMilli()) + "-" + clock(win.End.UnixMilli()),
 				Hlc:     uint64(win.Count), Lat: win.Sum, Lon: win.Agg.GetLon(), EventTimeMs: win.End.UnixMilli(),
 			})
 			return nil
 		})
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		err := w.Add(c, st, c.EventTime(), p.GetLat(), func(agg *geofencepb.Ping) { agg.Lon = max(agg.Lon, p.GetLon()) })
-		if errors.Is(err, group.ErrLate) {
+		err := w.Add(c, st, c.EventTime(), p.GetLat(), func(agg *testpb.Ping) { agg.Lon = max(agg.Lon, p.GetLon()) })
+		if errors.Is(err, windows.ErrLate) {
 			h.mu.Lock()
 			h.late = append(h.late, c.Key()+"@"+clock(p.GetDeviceTimeMs()))
 			h.mu.Unlock()
@@ -67,7 +68,7 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base).Add(48 * time.Hour) // far ahead: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(h.tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -80,7 +81,7 @@ func newWindowHarness(t *testing.T, spec group.WindowSpec) *windowHarness {
 }
 
 func (h *windowHarness) add(key string, at time.Duration, value, lon float64) {
-	h.tt.Consume(topicIn, key, &geofencepb.Ping{DeviceId: key, Lat: value, Lon: lon, DeviceTimeMs: base + at.Milliseconds()})
+	h.tt.Consume(topicIn, key, &testpb.Ping{DeviceId: key, Lat: value, Lon: lon, DeviceTimeMs: base + at.Milliseconds()})
 }
 
 func (h *windowHarness) closed(t *testing.T) []string {
@@ -92,7 +93,7 @@ func (h *windowHarness) closed(t *testing.T) []string {
 		if !ok {
 			return got
 		}
-		tr := v.(*geofencepb.Trigger)
+		tr := v.(*testpb.Trigger)
 		got = append(got, fmt.Sprintf("%s %s n=%d sum=%g max=%g", k, tr.FenceId, tr.Hlc, tr.Lat, tr.Lon))
 		// Keys close in no fixed order (by a record of the key, or by its
 		// timer); each key's windows close in start order.
@@ -106,7 +107,7 @@ func (h *windowHarness) windows(t *testing.T, key string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wins, err := group.WindowsOf[geofencepb.Ping](st)
+	wins, err := windows.WindowsOf[testpb.Ping](st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func (h *windowHarness) windows(t *testing.T, key string) []string {
 }
 
 func TestTumblingWindowClosedByStreamTimeTimer(t *testing.T) {
-	h := newWindowHarness(t, group.Tumbling(time.Hour, 10*time.Minute))
+	h := newWindowHarness(t, windows.Tumbling(time.Hour, 10*time.Minute))
 	h.add("k", 10*time.Minute, 1, 5)
 	h.add("k", 50*time.Minute, 2, 7)
 	h.add("k", 65*time.Minute, 4, 1) // the next window; stream time 01:05
@@ -154,7 +155,7 @@ func TestTumblingWindowClosedByStreamTimeTimer(t *testing.T) {
 }
 
 func TestHoppingWindowsAndRetention(t *testing.T) {
-	h := newWindowHarness(t, group.Hopping(time.Hour, 30*time.Minute, 0).Retain(2*time.Hour))
+	h := newWindowHarness(t, windows.Hopping(time.Hour, 30*time.Minute, 0).Retain(2*time.Hour))
 	h.add("k", 45*time.Minute, 1, 0) // in [00:00,01:00) and [00:30,01:30)
 	if got := h.windows(t, "k"); strings.Join(got, ",") != "00:00 n=1 closed=false,00:30 n=1 closed=false" {
 		t.Fatalf("windows %v", got)
@@ -176,9 +177,9 @@ func TestHoppingWindowsAndRetention(t *testing.T) {
 
 func TestWindowSpecBounds(t *testing.T) {
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	group.NewWindows[geofencepb.Ping](g, "w", group.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
-	group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
-	group.Output[geofencepb.Trigger](g, topicOut)
+	windows.NewWindows[testpb.Ping](g, "w", windows.Hopping(time.Hour, time.Second, 0), func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+	group.Stream(g, topicIn, func(*wsCtx, *testpb.Ping) error { return nil })
+	group.Output[testpb.Trigger](g, topicOut)
 	if _, err := g.Graph(); err == nil || !strings.Contains(err.Error(), "windows per key") {
 		t.Fatalf("3600 windows per key accepted: %v", err)
 	}

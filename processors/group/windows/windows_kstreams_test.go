@@ -1,4 +1,4 @@
-package group_test
+package windows_test
 
 import (
 	"cmp"
@@ -13,9 +13,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
@@ -67,13 +68,13 @@ type ksKind func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit)
 
 // ksAgg prints a window's string aggregate (Agg.DeviceId), "0"-initialized
 // unless reduce.
-func ksAgg(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string {
+func ksAgg(win windows.Window[testpb.Ping, *testpb.Ping]) string {
 	return win.Agg.GetDeviceId()
 }
 
 // concat folds value into a string aggregate as TOSTRING_ADDER (or, with
 // reduce, STRING_ADDER) does.
-func concat(agg *geofencepb.Ping, value float64, reduce bool) {
+func concat(agg *testpb.Ping, value float64, reduce bool) {
 	switch {
 	case agg.DeviceId == "" && reduce:
 		agg.DeviceId = fmt.Sprint(value)
@@ -92,38 +93,40 @@ func ksPrint(key string, start, end, ts int64, agg string) string {
 // custom aggregate, how two sessions' aggregates merge, and how a result
 // prints.
 type ksFn struct {
-	fold  func(agg *geofencepb.Ping, value float64)
-	merge func(into, from *geofencepb.Ping)
-	show  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string
+	fold  func(agg *testpb.Ping, value float64)
+	merge func(into, from *testpb.Ping)
+	show  func(win windows.Window[testpb.Ping, *testpb.Ping]) string
 }
 
 var (
 	// ksConcat is MockInitializer.STRING_INIT with MockAggregator.TOSTRING_ADDER.
-	ksConcat = ksFn{fold: func(agg *geofencepb.Ping, v float64) { concat(agg, v, false) }, show: ksAgg}
+	ksConcat = ksFn{fold: func(agg *testpb.Ping, v float64) { concat(agg, v, false) }, show: ksAgg}
 	// ksCount is a count (Kafka Streams' aggregator +1 and merger sum;
 	// ksqlDB's COUNT): Window.Count.
-	ksCount = ksFn{show: func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Count) }}
+	ksCount = ksFn{show: func(win windows.Window[testpb.Ping, *testpb.Ping]) string { return fmt.Sprint(win.Count) }}
 	// ksMax is ksqlDB's MAX of non-negative values (Agg.Lat).
 	ksMax = ksFn{
-		fold:  func(agg *geofencepb.Ping, v float64) { agg.Lat = max(agg.Lat, v) },
-		merge: func(into, from *geofencepb.Ping) { into.Lat = max(into.Lat, from.Lat) },
-		show:  func(win group.Window[geofencepb.Ping, *geofencepb.Ping]) string { return fmt.Sprint(win.Agg.GetLat()) },
+		fold:  func(agg *testpb.Ping, v float64) { agg.Lat = max(agg.Lat, v) },
+		merge: func(into, from *testpb.Ping) { into.Lat = max(into.Lat, from.Lat) },
+		show: func(win windows.Window[testpb.Ping, *testpb.Ping]) string {
+			return fmt.Sprint(win.Agg.GetLat())
+		},
 	}
 )
 
 // folder is fn's fold of value for Add, nil for a count.
-func (fn ksFn) folder(value float64) func(*geofencepb.Ping) {
+func (fn ksFn) folder(value float64) func(*testpb.Ping) {
 	if fn.fold == nil {
 		return nil
 	}
-	return func(agg *geofencepb.Ping) { fn.fold(agg, value) }
+	return func(agg *testpb.Ping) { fn.fold(agg, value) }
 }
 
 // ksTimeWindows: NewWindows aggregating with fn.
-func ksTimeWindows(spec group.WindowSpec, fn ksFn) ksKind {
+func ksTimeWindows(spec windows.WindowSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
-		w := group.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		w := windows.NewWindows(g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), fn.show(win)))
 				return nil
 			})
@@ -135,10 +138,10 @@ func ksTimeWindows(spec group.WindowSpec, fn ksFn) ksKind {
 
 // ksSessions: NewSessions aggregating with fn; a Removed session prints
 // null.
-func ksSessions(spec group.SessionSpec, fn ksFn) ksKind {
+func ksSessions(spec windows.SessionSpec, fn ksFn) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
-		s := group.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, fn.merge,
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		s := windows.NewSessions(g, "s", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, fn.merge,
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				agg := fn.show(win)
 				if win.Removed {
 					agg = "null"
@@ -154,16 +157,16 @@ func ksSessions(spec group.SessionSpec, fn ksFn) ksKind {
 
 // ksSliding: NewSliding with a string aggregate; combine appends the
 // record's value.
-func ksSliding(spec group.SlidingSpec, reduce bool) ksKind {
+func ksSliding(spec windows.SlidingSpec, reduce bool) ksKind {
 	return func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit ksEmit) aggregate {
-		s := group.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
-			func(acc, rec *geofencepb.Ping) { concat(acc, rec.GetLat(), reduce) },
-			func(c *wsCtx, _ *kitpb.WindowSet, win group.Window[geofencepb.Ping, *geofencepb.Ping]) error {
+		s := windows.NewSliding(g, "sl", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws },
+			func(acc, rec *testpb.Ping) { concat(acc, rec.GetLat(), reduce) },
+			func(c *wsCtx, _ *kitpb.WindowSet, win windows.Window[testpb.Ping, *testpb.Ping]) error {
 				emit(c, ksPrint(c.Key(), win.Start.UnixMilli(), win.End.UnixMilli(), win.Time.UnixMilli(), ksAgg(win)))
 				return nil
 			})
 		return func(c *wsCtx, st *kitpb.WindowSet, at time.Time, value float64) error {
-			return s.Add(c, st, at, value, &geofencepb.Ping{Lat: value})
+			return s.Add(c, st, at, value, &testpb.Ping{Lat: value})
 		}
 	}
 }
@@ -174,19 +177,19 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 	t.Helper()
 	tt := tester.New(t)
 	g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-	out := group.Output[geofencepb.Trigger](g, topicOut)
+	out := group.Output[testpb.Trigger](g, topicOut)
 	add := kind(g, func(c *wsCtx, result string) {
-		out.Emit(c, c.Key(), &geofencepb.Trigger{DeviceId: c.Key(), FenceId: result})
+		out.Emit(c, c.Key(), &testpb.Trigger{DeviceId: c.Key(), FenceId: result})
 	})
 	var mu sync.Mutex
 	var late []string
-	group.Stream(g, topicIn, func(c *wsCtx, p *geofencepb.Ping) error {
+	group.Stream(g, topicIn, func(c *wsCtx, p *testpb.Ping) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
 		err := add(c, st, c.EventTime(), p.GetLat())
-		if errors.Is(err, group.ErrLate) {
+		if errors.Is(err, windows.ErrLate) {
 			mu.Lock()
 			late = append(late, fmt.Sprintf("%s@%d", c.Key(), p.GetDeviceTimeMs()))
 			mu.Unlock()
@@ -195,7 +198,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 		}
 		c.SetState(st)
 		return nil
-	}, group.EventTime(func(p *geofencepb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
+	}, group.EventTime(func(p *testpb.Ping) time.Time { return time.UnixMilli(p.GetDeviceTimeMs()) }))
 	wall := time.UnixMilli(base) // far after the inputs: stream time comes from the data
 	proc, err := g.Processor(context.Background(), cluster.Config{}, group.Tester(tt), group.Clock(func() time.Time { return wall }))
 	if err != nil {
@@ -204,7 +207,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 	runUntilCleanup(t, proc.Run)
 	q := tt.NewQueueTracker(topicOut)
 	for _, r := range recs {
-		tt.Consume(topicIn, r.key, &geofencepb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
+		tt.Consume(topicIn, r.key, &testpb.Ping{DeviceId: r.key, Lat: r.val, DeviceTimeMs: r.at})
 		if eager {
 			fireTimers(t, tt, proc)
 		}
@@ -216,7 +219,7 @@ func runKS(t *testing.T, kind ksKind, recs []ksRec, eager bool) ([]string, []str
 		if !ok {
 			break
 		}
-		got = append(got, v.(*geofencepb.Trigger).GetFenceId())
+		got = append(got, v.(*testpb.Trigger).GetFenceId())
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -300,7 +303,7 @@ const gapMs = int64(5 * 60 * 1000)
 // asserts what survives the cache: the table.
 func TestKStreamsSessions(t *testing.T) {
 	gap := time.Duration(gapMs) * time.Millisecond
-	spec := group.SessionWindows(gap, 0).Retain(3*gap - gap).Emitting(group.EmitUpdates)
+	spec := windows.SessionWindows(gap, 0).Retain(3*gap - gap).Emitting(windows.EmitUpdates)
 	runKSCases(t, ksSessions(spec, ksCount), []ksCase{
 		{name: "a merge forwards a tombstone for a session with the merged start",
 			source: "shouldImmediatelyForwardRemovedSessionsWhenMerging",
@@ -335,14 +338,14 @@ func TestKStreamsSessions(t *testing.T) {
 			recs:  []ksRec{{"mel", 0, 1}, {"mel", gapMs + 1, 2}, {"mel", gapMs / 2, 3}},
 			table: []string{"mel [0,300001] 3@300001"}},
 	})
-	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, 0).Emitting(group.EmitUpdates), ksCount), []ksCase{
+	runKSCases(t, ksSessions(windows.SessionWindows(10*time.Millisecond, 0).Emitting(windows.EmitUpdates), ksCount), []ksCase{
 		{name: "zero grace: late once stream time is past end + gap",
 			source: "shouldLogAndMeterWhenSkippingLateRecordWithZeroGrace",
 			recs:   []ksRec{{"dummy", 0, 0}, {"OnTime1", 0, 1}, {"dummy", 11, 0}, {"Late1", 0, 1}},
 			table:  []string{"OnTime1 [0,0] 1@0", "dummy [0,0] 1@0", "dummy [11,11] 1@11"},
 			late:   []string{"Late1@0"}},
 	})
-	runKSCases(t, ksSessions(group.SessionWindows(10*time.Millisecond, time.Millisecond).Emitting(group.EmitUpdates), ksCount), []ksCase{
+	runKSCases(t, ksSessions(windows.SessionWindows(10*time.Millisecond, time.Millisecond).Emitting(windows.EmitUpdates), ksCount), []ksCase{
 		{name: "grace: on time at end + gap + grace, late after",
 			source: "shouldLogAndMeterWhenSkippingLateRecordWithNonzeroGrace",
 			recs:   []ksRec{{"dummy", 0, 0}, {"OnTime1", 0, 1}, {"dummy", 11, 0}, {"OnTime2", 0, 1}, {"dummy", 12, 0}, {"Late1", 0, 1}},
@@ -357,9 +360,9 @@ func TestKStreamsSessions(t *testing.T) {
 // (value, timestamp) per window start; here the windows' results in arrival
 // order.
 func TestKStreamsSlidingSmallInput(t *testing.T) {
-	spec := group.SlidingWindows(10*time.Millisecond, 5*time.Millisecond)
+	spec := windows.SlidingWindows(10*time.Millisecond, 5*time.Millisecond)
 	aggIn := []ksRec{{"A", 10, 1}, {"A", 10, 2}, {"A", 14, 3}, {"A", 15, 4}, {"A", 20, 5}, {"A", 22, 6}, {"A", 30, 7}}
-	runKSCases(t, ksSliding(spec.Emitting(group.EmitUpdates), false), []ksCase{
+	runKSCases(t, ksSliding(spec.Emitting(windows.EmitUpdates), false), []ksCase{
 		{name: "aggregate, updates", source: "testAggregateSmallInput (ON_WINDOW_UPDATE)", byWindow: true, recs: aggIn,
 			want: []string{
 				"A [0,10] 0+1@10", "A [0,10] 0+1+2@10",
@@ -381,7 +384,7 @@ func TestKStreamsSlidingSmallInput(t *testing.T) {
 				"A [10,20] 0+1+2+3+4+5@20", "A [11,21] 0+3+4+5@20", "A [12,22] 0+3+4+5+6@22"}},
 	})
 	reduceIn := []ksRec{{"A", 10, 1}, {"A", 14, 2}, {"A", 15, 3}, {"A", 22, 4}, {"A", 26, 5}, {"A", 30, 6}}
-	runKSCases(t, ksSliding(spec.Emitting(group.EmitUpdates), true), []ksCase{
+	runKSCases(t, ksSliding(spec.Emitting(windows.EmitUpdates), true), []ksCase{
 		{name: "reduce, updates", source: "testReduceSmallInput (ON_WINDOW_UPDATE)", byWindow: true, recs: reduceIn,
 			want: []string{
 				"A [0,10] 1@10",
@@ -414,7 +417,7 @@ func TestKStreamsSlidingLargeInput(t *testing.T) {
 		{"C", 11, 1}, {"C", 15, 2}, {"C", 16, 3}, {"C", 21, 4}, {"C", 23, 5},
 		{"D", 11, 4}, {"D", 12, 2}, {"D", 29, 3}, {"D", 16, 5},
 	}
-	runKSCases(t, ksSliding(group.SlidingWindows(10*time.Millisecond, 50*time.Millisecond).Emitting(group.EmitUpdates), false), []ksCase{
+	runKSCases(t, ksSliding(windows.SlidingWindows(10*time.Millisecond, 50*time.Millisecond).Emitting(windows.EmitUpdates), false), []ksCase{
 		{name: "updates", source: "testAggregateLargeInput (ON_WINDOW_UPDATE)", byWindow: true, recs: in,
 			want: []string{
 				"A [0,10] 0+1@10",
@@ -451,7 +454,7 @@ func TestKStreamsSlidingLargeInput(t *testing.T) {
 				"D [19,29] 0+3@29",
 			}},
 	})
-	runKSCases(t, ksSliding(group.SlidingWindows(10*time.Millisecond, 10*time.Millisecond), false), []ksCase{
+	runKSCases(t, ksSliding(windows.SlidingWindows(10*time.Millisecond, 10*time.Millisecond), false), []ksCase{
 		{name: "final", source: "testAggregateLargeInput (ON_WINDOW_CLOSE)", byWindow: true, recs: in,
 			want: []string{
 				"A [0,10] 0+1@10", "A [5,15] 0+1+4@15",
@@ -467,7 +470,7 @@ func TestKStreamsSlidingLargeInput(t *testing.T) {
 // The source's grace is the old default, 24 h; here 1 s, which no record in
 // the input comes near either.
 func TestKStreamsHoppingUpdates(t *testing.T) {
-	runKSCases(t, ksTimeWindows(group.Hopping(10*time.Millisecond, 5*time.Millisecond, time.Second).Emitting(group.EmitUpdates), ksConcat), []ksCase{
+	runKSCases(t, ksTimeWindows(windows.Hopping(10*time.Millisecond, 5*time.Millisecond, time.Second).Emitting(windows.EmitUpdates), ksConcat), []ksCase{
 		{name: "every change, stamped with the window's latest record", source: "testAggBasic",
 			recs: []ksRec{
 				{"A", 0, 1}, {"B", 1, 2}, {"C", 2, 3}, {"D", 3, 4}, {"A", 4, 1},
@@ -492,12 +495,12 @@ func TestKStreamsHoppingUpdates(t *testing.T) {
 // on 60 s windows advancing by 30 s keeps up to 2882 windows per key: refused
 // under the default bound, accepted when the spec states it.
 func TestWindowBoundOption(t *testing.T) {
-	spec := group.Hopping(time.Minute, 30*time.Second, 24*time.Hour-time.Minute)
-	build := func(spec group.WindowSpec) error {
+	spec := windows.Hopping(time.Minute, 30*time.Second, 24*time.Hour-time.Minute)
+	build := func(spec windows.WindowSpec) error {
 		g := group.New[kitpb.WindowSet](windowTopology(), testGroup, quiet)
-		group.NewWindows[geofencepb.Ping](g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
-		group.Stream(g, topicIn, func(*wsCtx, *geofencepb.Ping) error { return nil })
-		group.Output[geofencepb.Trigger](g, topicOut)
+		windows.NewWindows[testpb.Ping](g, "w", spec, func(ws *kitpb.WindowSet) *kitpb.WindowSet { return ws }, nil)
+		group.Stream(g, topicIn, func(*wsCtx, *testpb.Ping) error { return nil })
+		group.Output[testpb.Trigger](g, topicOut)
 		_, err := g.Graph()
 		return err
 	}
@@ -526,7 +529,7 @@ func ksqlDay(size time.Duration) time.Duration { return 24*time.Hour - size }
 // its bound. Keys are the tests' ids; values the aggregate column.
 func TestKsqlHoppingChanges(t *testing.T) {
 	size := 30 * time.Second
-	runKSCases(t, ksTimeWindows(group.Hopping(size, 10*time.Second, ksqlDay(size)).Bounded(8642).Emitting(group.EmitUpdates), ksMax), []ksCase{
+	runKSCases(t, ksTimeWindows(windows.Hopping(size, 10*time.Second, ksqlDay(size)).Bounded(8642).Emitting(windows.EmitUpdates), ksMax), []ksCase{
 		{name: "max hopping", source: "hopping-windows.json: max hopping",
 			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"100", 30000, 100}, {"100", 45000, 6}, {"100", 50000, 300}, {"0", 35000, 100}, {"0", 40000, 2000}},
 			want: []string{
@@ -539,7 +542,7 @@ func TestKsqlHoppingChanges(t *testing.T) {
 			}},
 	})
 	size = 5 * time.Second
-	runKSCases(t, ksTimeWindows(group.Hopping(size, time.Second, ksqlDay(size)).Bounded(86402).Emitting(group.EmitUpdates), ksCount), []ksCase{
+	runKSCases(t, ksTimeWindows(windows.Hopping(size, time.Second, ksqlDay(size)).Bounded(86402).Emitting(windows.EmitUpdates), ksCount), []ksCase{
 		{name: "count", source: "hopping-windows.json: count",
 			recs: []ksRec{{"0", 10345, 0}, {"0", 13251, 0}},
 			want: []string{
@@ -554,7 +557,7 @@ func TestKsqlHoppingChanges(t *testing.T) {
 // ksqlDB's default grace: the "keep up to 2882 windows per key".
 func TestKsqlTumblingChanges(t *testing.T) {
 	size := 30 * time.Second
-	runKSCases(t, ksTimeWindows(group.Tumbling(size, ksqlDay(size)).Bounded(2882).Emitting(group.EmitUpdates), ksMax), []ksCase{
+	runKSCases(t, ksTimeWindows(windows.Tumbling(size, ksqlDay(size)).Bounded(2882).Emitting(windows.EmitUpdates), ksMax), []ksCase{
 		{name: "max tumbling", source: "tumbling-windows.json: max tumbling",
 			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"100", 30000, 100}, {"100", 45000, 6}, {"100", 50000, 300}, {"0", 35000, 100}, {"0", 40000, 2000}},
 			want: []string{
@@ -571,7 +574,7 @@ func TestKsqlTumblingChanges(t *testing.T) {
 // session keeps its start.
 func TestKsqlSessionChanges(t *testing.T) {
 	gap := 30 * time.Second
-	runKSCases(t, ksSessions(group.SessionWindows(gap, ksqlDay(gap)).Emitting(group.EmitUpdates), ksMax), []ksCase{
+	runKSCases(t, ksSessions(windows.SessionWindows(gap, ksqlDay(gap)).Emitting(windows.EmitUpdates), ksMax), []ksCase{
 		{name: "max session", source: "session-windows.json: max session",
 			recs: []ksRec{{"0", 0, 0}, {"0", 10000, 5}, {"1", 10000, 100}, {"1", 40000, 200}},
 			want: []string{

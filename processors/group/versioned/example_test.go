@@ -1,4 +1,4 @@
-package group_test
+package versioned_test
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 
 	"github.com/lovoo/goka/tester"
 
-	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/processors/group/internal/testpb"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/versioned"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -34,10 +35,10 @@ func Example_versionedJoin() {
 	topo := &topology.Topology{
 		Name: "example",
 		Topics: []topology.Topic{
-			topics(changes, "fencestream.v1.Fence", topology.CleanupCompact),
+			topics(changes, "fencestream.kit.test.v1.Fence", topology.CleanupCompact),
 			topics(versions+"-table", "fencestream.kit.v1.VersionSet", topology.CleanupCompact),
-			topics(enters, "fencestream.v1.Trigger", topology.CleanupDelete),
-			topics(namer+"-table", "fencestream.v1.Occupancy", topology.CleanupCompact),
+			topics(enters, "fencestream.kit.test.v1.Trigger", topology.CleanupDelete),
+			topics(namer+"-table", "fencestream.kit.test.v1.Occupancy", topology.CleanupCompact),
 			{Name: topology.TopicDeadLetter, Key: topology.KeyOriginal, Partitions: 1, Cleanup: topology.CleanupDelete},
 		},
 		Processors: []topology.Processor{
@@ -51,8 +52,8 @@ func Example_versionedJoin() {
 	// The versioned table: the group's state is the version set itself.
 	type vctx = group.Context[kitpb.VersionSet, *kitpb.VersionSet]
 	vg := group.New[kitpb.VersionSet](topo, versions, log)
-	fences := group.NewVersionedTable[geofencepb.Fence](vg, "fences", group.VersionSpec{History: 24 * time.Hour}, set)
-	group.Stream(vg, changes, func(c *vctx, f *geofencepb.Fence) error {
+	fences := versioned.NewTable[testpb.Fence](vg, "fences", versioned.Spec{History: 24 * time.Hour}, set)
+	group.Stream(vg, changes, func(c *vctx, f *testpb.Fence) error {
 		st := c.State()
 		if st == nil {
 			st = &kitpb.VersionSet{}
@@ -65,12 +66,12 @@ func Example_versionedJoin() {
 	})
 
 	// The join: each ENTER reads the fence valid at its event time.
-	type nctx = group.Context[geofencepb.Occupancy, *geofencepb.Occupancy]
-	ng := group.New[geofencepb.Occupancy](topo, namer, log)
-	fenceAt := group.JoinVersioned[geofencepb.Fence](ng, versions+"-table", set)
-	group.Stream(ng, enters, func(c *nctx, t *geofencepb.Trigger) error {
+	type nctx = group.Context[testpb.Occupancy, *testpb.Occupancy]
+	ng := group.New[testpb.Occupancy](topo, namer, log)
+	fenceAt := versioned.Join[testpb.Fence](ng, versions+"-table", set)
+	group.Stream(ng, enters, func(c *nctx, t *testpb.Trigger) error {
 		at := time.UnixMilli(t.GetEventTimeMs())
-		err := fenceAt.Left(c, at, func(v group.Version[geofencepb.Fence, *geofencepb.Fence]) error {
+		err := fenceAt.Left(c, at, func(v versioned.Version[testpb.Fence, *testpb.Fence]) error {
 			if !v.Found() {
 				fmt.Printf("%s entered %s at %s: no such fence then\n", t.GetDeviceId(), c.Key(), at.UTC().Format("15:04"))
 				return nil
@@ -83,7 +84,7 @@ func Example_versionedJoin() {
 		}
 		st := c.State()
 		if st == nil {
-			st = &geofencepb.Occupancy{FenceId: c.Key()}
+			st = &testpb.Occupancy{FenceId: c.Key()}
 		}
 		st.EntersTotal++
 		c.SetState(st)
@@ -106,10 +107,10 @@ func Example_versionedJoin() {
 	}
 	t0 := time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 	fence := func(name string, at time.Duration) {
-		tt.Consume(changes, "depot", &geofencepb.Fence{FenceId: "depot", Name: name, RadiusM: 50}, tester.WithTime(t0.Add(at)))
+		tt.Consume(changes, "depot", &testpb.Fence{FenceId: "depot", Name: name, RadiusM: 50}, tester.WithTime(t0.Add(at)))
 	}
 	enter := func(device string, at time.Duration) {
-		tt.Consume(enters, "depot", &geofencepb.Trigger{DeviceId: device, FenceId: "depot", Type: geofencepb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
+		tt.Consume(enters, "depot", &testpb.Trigger{DeviceId: device, FenceId: "depot", Type: testpb.TriggerType_TRIGGER_TYPE_ENTER, EventTimeMs: t0.Add(at).UnixMilli()})
 	}
 	fence("Depot, old gate", 0)
 	fence("Depot, new gate", time.Hour)

@@ -1,0 +1,7 @@
+package testpb
+
+// Regenerate with Debian's protobuf-compiler and
+// go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+// (the version go.mod pins). The .proto lives with every other schema, in
+// codecs/proto/fencestream/kit/test/v1/test.proto.
+//go:generate protoc -I ../../../../codecs/proto --go_out=../.. --go_opt=module=github.com/fencestream/fencestream/processors/group ../../../../codecs/proto/fencestream/kit/test/v1/test.proto

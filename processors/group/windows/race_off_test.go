@@ -1,0 +1,5 @@
+//go:build !race
+
+package windows_test
+
+const raceOn = false
