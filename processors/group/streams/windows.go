@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -21,7 +22,7 @@ type Windowed[V any] struct {
 
 type (
 	windowCtx = group.Context[kitpb.WindowSet, *kitpb.WindowSet]
-	windowRes = group.Window[wrapperspb.Int64Value, *wrapperspb.Int64Value]
+	windowRes = windows.Window[wrapperspb.Int64Value, *wrapperspb.Int64Value]
 )
 
 // Windowing is a kind of windows of the kit: TimeWindows, SessionWindows or
@@ -34,37 +35,37 @@ type Windowing struct {
 
 func identity(st *kitpb.WindowSet) *kitpb.WindowSet { return st }
 
-// TimeWindows are tumbling or hopping windows (group.Tumbling,
-// group.Hopping) with grace and the spec's emit strategy.
-func TimeWindows(spec group.WindowSpec) Windowing {
+// TimeWindows are tumbling or hopping windows (windows.Tumbling,
+// windows.Hopping) with grace and the spec's emit strategy.
+func TimeWindows(spec windows.WindowSpec) Windowing {
 	return Windowing{label: "time windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
-		w := group.NewWindows[wrapperspb.Int64Value](g, "dsl", spec, identity, emit)
+		w := windows.NewWindows[wrapperspb.Int64Value](g, "dsl", spec, identity, emit)
 		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
 	}}
 }
 
-// SessionWindows are sessions of activity (group.SessionWindows: gap and
+// SessionWindows are sessions of activity (windows.SessionWindows: gap and
 // grace) with the spec's emit strategy.
-func SessionWindows(spec group.SessionSpec) Windowing {
+func SessionWindows(spec windows.SessionSpec) Windowing {
 	return Windowing{label: "session windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
-		w := group.NewSessions[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
+		w := windows.NewSessions[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
 		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
 	}}
 }
 
-// SlidingWindows are Kafka Streams' sliding windows (group.SlidingWindows:
+// SlidingWindows are Kafka Streams' sliding windows (windows.SlidingWindows:
 // the largest time difference and grace) with the spec's emit strategy.
-func SlidingWindows(spec group.SlidingSpec) Windowing {
+func SlidingWindows(spec windows.SlidingSpec) Windowing {
 	return Windowing{label: "sliding windows", register: func(g *group.Group[kitpb.WindowSet, *kitpb.WindowSet], emit func(*windowCtx, *kitpb.WindowSet, windowRes) error) func(*windowCtx, *kitpb.WindowSet, time.Time) error {
-		w := group.NewSliding[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
+		w := windows.NewSliding[wrapperspb.Int64Value](g, "dsl", spec, identity, nil, emit)
 		return func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error { return w.Add(c, st, at, 1, nil) }
 	}}
 }
 
 // WindowedBy cuts each key's records into windows on event time at (which
 // also moves the partition's stream time, closing windows). Under
-// group.EmitFinal (the default) a window's result is handed over once, when
-// stream time passes its end plus grace; under group.EmitUpdates on every
+// windows.EmitFinal (the default) a window's result is handed over once, when
+// stream time passes its end plus grace; under windows.EmitUpdates on every
 // change.
 func (g Grouped[V]) WindowedBy(w Windowing, at func(v *V) time.Time) Windowed[V] {
 	return Windowed[V]{g: g, w: w, at: at}
@@ -79,7 +80,7 @@ func WindowKey(key string, start time.Time) string {
 
 // Count counts each key's records per window in group name, whose table
 // name+"-table" (value fencestream.kit.v1.WindowSet, the kit's windows:
-// views read it with group.WindowsOf) and timer topic name+"-timers" the
+// views read it with windows.WindowsOf) and timer topic name+"-timers" the
 // topology must declare. Its stream is each window's count (under
 // WindowKey) when the spec's emit strategy hands it over; a record later
 // than its window's grace is counted in the set's late count only.
@@ -103,7 +104,7 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 		if st == nil {
 			st = &kitpb.WindowSet{}
 		}
-		if err := add(c, st, w.at(v.(*V))); err != nil && !errors.Is(err, group.ErrLate) {
+		if err := add(c, st, w.at(v.(*V))); err != nil && !errors.Is(err, windows.ErrLate) {
 			return err
 		}
 		c.SetState(st)

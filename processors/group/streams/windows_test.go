@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/streams"
 	"github.com/fencestream/fencestream/processors/group/streams/streamstest"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -50,7 +50,7 @@ func tick(in streamstest.Input[num], key string, at time.Duration) {
 // end plus grace (here by the key's own record); a record later than that
 // is counted nowhere.
 func TestWindowedCountFinal(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 10*time.Second)))
+	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 65*time.Second) // within grace: window 08:00 still open
@@ -64,7 +64,7 @@ func TestWindowedCountFinal(t *testing.T) {
 
 // EmitUpdates: every record writes its window's count so far.
 func TestWindowedCountUpdates(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 0).Emitting(group.EmitUpdates)))
+	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0).Emitting(windows.EmitUpdates)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 61*time.Second)
@@ -75,7 +75,7 @@ func TestWindowedCountUpdates(t *testing.T) {
 // A window whose key gets no more records closes by the kit's stream-time
 // timer, fired by the driver.
 func TestWindowedCountClosedByTimer(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(group.Tumbling(time.Minute, 0)))
+	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0)))
 	tick(in, "a", 0)
 	tick(in, "b", 2*time.Minute) // moves stream time (Goka's tester has one partition)
 	if got := readNum(t, d, "per-minute"); len(got) != 0 {
@@ -89,7 +89,7 @@ func TestWindowedCountClosedByTimer(t *testing.T) {
 // Sessions: records within the gap of each other are one session, counted
 // when stream time passes its end plus gap plus grace.
 func TestSessionWindowedCount(t *testing.T) {
-	d, in := windowed(t, streams.SessionWindows(group.SessionWindows(time.Minute, 0)))
+	d, in := windowed(t, streams.SessionWindows(windows.SessionWindows(time.Minute, 0)))
 	tick(in, "k", 0)
 	tick(in, "k", 50*time.Second)
 	tick(in, "k", 100*time.Second) // within the gap of 50 s: one session 0..100 s
@@ -99,7 +99,7 @@ func TestSessionWindowedCount(t *testing.T) {
 
 // Sliding windows: a window per record covering the difference before it.
 func TestSlidingWindowedCount(t *testing.T) {
-	d, in := windowed(t, streams.SlidingWindows(group.SlidingWindows(time.Minute, 0).Emitting(group.EmitUpdates)))
+	d, in := windowed(t, streams.SlidingWindows(windows.SlidingWindows(time.Minute, 0).Emitting(windows.EmitUpdates)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	got := readNum(t, d, "per-minute")
@@ -114,7 +114,7 @@ func TestSlidingWindowedCount(t *testing.T) {
 func Example_windowed() {
 	b := streams.New(windowTopology(), "ops", nil)
 	b.Stream[num]("ticks").GroupByKey().
-		WindowedBy(streams.TimeWindows(group.Tumbling(time.Minute, 10*time.Second)), tickTime).
+		WindowedBy(streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)), tickTime).
 		Count("wc").
 		ToStream().To("per-minute")
 	app, err := b.Build()
