@@ -33,6 +33,16 @@
 //     guarantees — effectively-once outputs, dead letters, HLC checks,
 //     timers, metrics, hot standby, restarts — holds unchanged.
 //
+// Windowed aggregations (GroupByKey().WindowedBy(TimeWindows(...) |
+// SessionWindows(...) | SlidingWindows(...), eventTime).Count(name)) are
+// groups too, on the kit's windows (processors/group/windows): the table is
+// the key's kitpb.WindowSet, closing goes by the partition's stream time
+// and the group's timer topic name+"-timers", and the emit strategy is the
+// spec's (final on window close, or every update). A stream-table Join or
+// LeftJoin reads an aggregation's table for the record's key in the
+// routing group (the kit's Join: co-partitioned, local). Module hosts an
+// app like any processor (host.Compose, the all-in-one, its own binary).
+//
 // # Where the boundaries are
 //
 // A re-key (SelectKey, GroupBy) writes a declared topic of another key and
@@ -49,7 +59,10 @@
 // record: no topic, no state. A write (To) is one produce. A re-key is one
 // produce and one consume, plus the ordering its boundary says is lost. An
 // aggregation is one state read and write per record in its group's table
-// (one store write with the record's envelope). A FilterNot or Filter with
+// (one store write with the record's envelope); a windowed one adds the
+// kit's window bookkeeping and a timer per key with open windows. A join is
+// one local table read. Against a count written by hand on the kit, the
+// DSL adds 7 allocations and about 160 bytes per record (BenchmarkCount). A FilterNot or Filter with
 // DeadLetter(reason) writes each rejected record to the dead-letter topic.
 //
 // # Invariants
