@@ -55,6 +55,9 @@ func TestFlagErrors(t *testing.T) {
 		{ok("--loiter", "-1m"), "Loiter is -1m0s", true},
 		{ok("--min-samples", "three"), `invalid value "three" for flag -min-samples`, false},
 		{[]string{"--no-such-flag"}, "flag provided but not defined", false},
+		// A module flag is checked with, not after, --brokers and --state-dir.
+		{[]string{"--min-samples", "0"}, "MinSamples is 0, must be at least 1", true},
+		{[]string{"--max-accuracy-m", "0"}, "--max-accuracy-m must be positive", false},
 	}
 	for _, c := range cases {
 		err := run(context.Background(), c.args, io.Discard, nil)

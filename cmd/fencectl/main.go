@@ -1,8 +1,8 @@
 // Command fencectl is fencestream's operator tool: it describes and checks the
-// declared topology, answers where a key lands, measures partition skew,
-// loads, deletes and lists fences, runs the fleet simulator, scores trigger
-// detectors against ground truth, and runs the embedded broker as a process of
-// its own.
+// declared topology, prints a declared topic's records as JSON, answers where
+// a key lands, measures partition skew, loads, deletes and lists fences, runs
+// the fleet simulator, scores trigger detectors against ground truth, and runs
+// the embedded broker as a process of its own.
 //
 // Exit codes: 0 success, 1 failure (including a topology mismatch or an
 // unreachable broker), 2 usage error, 3 skew above the alert threshold.
@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "topology":
 		return runTopology(ctx, rest, stdout, stderr)
+	case "topic":
+		return runTopic(ctx, rest, stdout, stderr)
 	case "partition":
 		return runPartition(rest, stdout, stderr)
 	case "skew":
@@ -75,6 +77,9 @@ Commands:
                       print the declared topology (topics, processors, boundaries)
   topology check --brokers B [--create]
                       compare the broker's topics with the declared topology
+  topic read TOPIC --brokers B [--from-beginning|--from-time T] [--follow] [--partition P] [--limit N]
+                      print a declared topic's records as JSON lines (key, partition,
+                      offset, timestamp, headers, value decoded by its declared type)
   partition KEY... [-n N]
                       the partition of KEY under the pinned murmur2 partitioner
   skew TOPIC --brokers B

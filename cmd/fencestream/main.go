@@ -133,7 +133,13 @@ func (o *options) register(fs *flag.FlagSet) error {
 	return host.RegisterFlags(fs, o.mods...)
 }
 
+// validate reports the modules' flag problems with the first of the binary's
+// own, so that a bad module flag is never hidden behind another mistake.
 func (o *options) validate() error {
+	return errors.Join(host.ValidateFlags(o.mods...), o.validateOwn())
+}
+
+func (o *options) validateOwn() error {
 	if err := o.http.Validate(); err != nil {
 		return err
 	}
@@ -156,9 +162,6 @@ func (o *options) validate() error {
 		return fmt.Errorf("--max-clock-skew must be positive, got %v", o.maxSkew)
 	case o.timerEvery <= 0:
 		return fmt.Errorf("--timer-interval must be positive, got %v", o.timerEvery)
-	}
-	if err := host.ValidateFlags(o.mods...); err != nil {
-		return err
 	}
 	if err := o.mapCfg.Validate(); err != nil {
 		return err

@@ -541,6 +541,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--tiles", "ftp://tiles/{z}/{x}/{y}"}, exitUsage, "--tiles"},
 		{[]string{"--help"}, exitOK, "-tiles"},
 		{[]string{"--brokers", "x:1", "--sasl-mechanism", "KERBEROS"}, exitUsage, "unknown SASL mechanism"},
+		// A module's flag is reported even when the binary's own flags are wrong too.
+		{[]string{"--data", "", "--min-samples", "0"}, exitUsage, "MinSamples is 0"},
+		{[]string{"--data", "", "--min-samples", "0"}, exitUsage, "--data must not be empty"},
 	} {
 		var out, errs bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errs)

@@ -202,11 +202,32 @@ func TimerBatch(n int) Opt { return func(c *runConfig) { c.timerBatch = n } }
 
 // IdleStreamTime makes a partition that has processed no record for d of wall
 // clock time have its stream time advanced to the wall clock (default 0:
-// never; stream time moves only with data, so stream-time timers of a
-// partition whose input stopped never fire). Use it when silence itself is
-// the event, as in the debouncer's TIMEOUT exits; choose d no shorter than
-// the timeouts, so a partition that is merely between records is not taken
-// for idle.
+// never).
+//
+// Stream time is kept per input partition and moves only with records that
+// arrive on that partition (any key's). So without this option a stream-time
+// timer (and a window's close, a session's gap, a state TTL) fires only when
+// a later record arrives on its key's partition; records on other partitions
+// do not move it. It is needed when a timer must fire although its partition
+// may receive nothing more for a while: silence is the event (the debouncer's
+// TIMEOUT exits), or the input is sparse (few keys per partition, e.g.
+// triggers spread over 24 partitions), or the last window of a stream that
+// stops must close. It is not needed when every partition receives records
+// steadily: a timer is then late by at most the gap between two records of
+// its partition.
+//
+// Choose d longer than the longest normal gap between two records of a
+// partition plus how far the producers' event time trails the wall clock,
+// and no shorter than the delays the timers measure. Once a partition is
+// taken for idle its stream time is the wall clock, so a record that arrives
+// afterwards with an older event time is judged against it: late for windows
+// and joins whose grace it exceeds, and after timers that it would have
+// moved or cancelled. A partition catching up on a backlog is never idle.
+//
+// Why not on by default: with 0, what a group writes depends only on its
+// input, so a reset and a replay give the same results; an idle-advanced
+// stream time depends on when records arrived, and no single d fits every
+// input's gaps.
 func IdleStreamTime(d time.Duration) Opt { return func(c *runConfig) { c.idle = d } }
 
 // ProducerFlush sets how long the processor's producer batches records before

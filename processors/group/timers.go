@@ -61,8 +61,10 @@ const DefaultTimerInterval = time.Second
 // Errors of SetTimer.
 var (
 	ErrTooManyTimers = errors.New("the key has the maximum number of timers")
-	ErrTimerName     = errors.New("bad timer name")
-	ErrNoTimers      = errors.New("the group has no timers")
+	// ErrTimerName: SetTimer takes any name except "" and names starting
+	// with "kit/", which the kit keeps for its own timers (see SetTimer).
+	ErrTimerName = errors.New(`bad timer name (want a non-empty name not starting with "kit/")`)
+	ErrNoTimers  = errors.New("the group has no timers")
 )
 
 // kitTimerPrefix starts the names of timers the kit sets for itself (windows,
@@ -86,9 +88,20 @@ const DefaultTimerBatch = 256
 // SetTimer sets (or moves) the key's timer name to fire at on the given clock.
 // It is stored with the state when the handler returns, so it survives restarts
 // and rebalances. A key has at most the group's MaxTimers timers.
+//
+// A name is any non-empty string that does not start with "kit/"; others are
+// refused with ErrTimerName. A timer is found by its name (setting it again
+// moves it, CancelTimer removes it, OnTimer gets it as Timer.Name), so it
+// needs one. The kit names the timers of its windows, sessions, sliding
+// windows, stream joins and state TTL "kit/..." and hands those to itself,
+// never to OnTimer: a handler's "kit/" timer would never reach its handler,
+// and could move or cancel one of the kit's.
 func (c *Context[S, PS]) SetTimer(name string, at time.Time, kind TimerKind) error {
-	if name == "" || strings.HasPrefix(name, kitTimerPrefix) {
-		return fmt.Errorf("%w: %q (empty, or the kit's %q prefix)", ErrTimerName, name, kitTimerPrefix)
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the name is empty, and a timer is found by its name", ErrTimerName)
+	case strings.HasPrefix(name, kitTimerPrefix):
+		return fmt.Errorf("%w: %q starts with %q, which the kit keeps for the timers of its windows, sessions, joins and state TTL (they never reach OnTimer)", ErrTimerName, name, kitTimerPrefix)
 	}
 	return c.setTimer(name, at, kind)
 }

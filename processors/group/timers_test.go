@@ -91,6 +91,10 @@ func buildTimerHarness(t *testing.T, opts ...group.Opt) *timerHarness {
 			err = errors.Join(err, c.SetTimer("b", at.Add(-time.Second), group.StreamClock), c.SetTimer("a", at.Add(-2*time.Second), group.StreamClock))
 		case 3:
 			c.CancelTimer("silence")
+		case 4:
+			err = errors.Join(err, c.SetTimer("", at, group.StreamClock))
+		case 5:
+			err = errors.Join(err, c.SetTimer("kit/ttl", at, group.StreamClock))
 		}
 		h.mu.Lock()
 		h.errs = append(h.errs, err)
@@ -234,6 +238,41 @@ func TestTimersAreBoundedPerKey(t *testing.T) {
 	h.mu.Unlock()
 	if !errors.Is(err, group.ErrTooManyTimers) {
 		t.Fatalf("third timer: err %v, want ErrTooManyTimers", err)
+	}
+}
+
+// A refused timer name's error says what names are allowed and why (go doc
+// and the error used to say only "bad timer name").
+func TestTimerNameErrorNamesTheRule(t *testing.T) {
+	h := newTimerHarness(t)
+	last := func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.errs[len(h.errs)-1]
+	}
+	for _, c := range []struct {
+		lat  float64
+		want []string
+	}{
+		{4, []string{`want a non-empty name not starting with "kit/"`, "the name is empty"}},
+		{5, []string{`want a non-empty name not starting with "kit/"`, `"kit/ttl" starts with "kit/"`, "the kit keeps for the timers of its windows", "never reach OnTimer"}},
+	} {
+		h.ping("d1", c.lat, base)
+		err := last()
+		if !errors.Is(err, group.ErrTimerName) {
+			t.Fatalf("lat %v: err %v, want ErrTimerName", c.lat, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q lacks %q", err, w)
+			}
+		}
+	}
+	// The refused name set nothing: only the handler's own timer fires.
+	h.setWall(time.UnixMilli(base).Add(time.Hour))
+	h.ping("d2", 0, base+10*60_000)
+	if got := h.fire(t); strings.Join(got, ",") != "d1/silence@1m0s" {
+		t.Fatalf("fired %v, want only d1's silence timer", got)
 	}
 }
 

@@ -1,9 +1,11 @@
 package grouptest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +40,7 @@ type Harness struct {
 	now      time.Time
 	procs    []*group.Processor
 	names    []string
+	tables   []string    // the group tables of the processors started
 	stopped  chan string // the name of a processor whose Run returned early
 	trackers map[string]*tester.QueueTracker
 }
@@ -100,6 +103,13 @@ func (h *Harness) Start(g Builder, opts ...group.Opt) *group.Processor {
 	h.mu.Lock()
 	h.procs = append(h.procs, p)
 	h.names = append(h.names, name)
+	if d, ok := g.(interface {
+		Declaration() (topology.Processor, error)
+	}); ok {
+		if decl, err := d.Declaration(); err == nil && decl.Table != "" {
+			h.tables = append(h.tables, decl.Table)
+		}
+	}
 	h.mu.Unlock()
 	return p
 }
@@ -115,23 +125,69 @@ func (h *Harness) wait(what string, fn func()) {
 		defer func() { done <- recover() }()
 		fn()
 	}()
-	select {
-	case r := <-done:
-		if r == nil {
-			return
-		}
-		// The tester panics on what a failing processor leaves behind,
-		// often just before its Run returns: name the processor if it does.
+	tick := time.NewTicker(startupPoll)
+	defer tick.Stop()
+	var since time.Time // since when every poll found the tester waiting for a consumer
+	for {
 		select {
+		case r := <-done:
+			h.failed(what, r)
+			return
 		case name := <-h.stopped:
-			h.stopped <- name
-			h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish (Goka's tester then panicked: %v)", what, name, r)
-		case <-time.After(10 * time.Second):
-			h.t.Fatalf("grouptest: %s: Goka's tester panicked: %v", what, r)
+			h.stopped <- name // later waits fail too
+			h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish", what, name)
+		case <-tick.C:
+			if !waitingForStartup() {
+				since = time.Time{}
+				continue
+			}
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) >= StartupWait {
+				h.t.Fatalf("grouptest: %s: Goka's tester has waited %v for a consumer that never started: a view built on "+
+					"this harness's tester (group.ViewTester(h.TT), or a route built with it) whose Run had not started; "+
+					"build views with grouptest.View and routes with Harness.Route, which start them at once", what, StartupWait)
+			}
 		}
+	}
+}
+
+// StartupWait is how long a Consume, Catchup or FireTimers may wait for a view
+// built on the tester to start before the test fails (Goka's tester alone
+// waits forever, silently).
+const StartupWait = 5 * time.Second
+
+const startupPoll = 250 * time.Millisecond
+
+// waitingForStartup reports whether a goroutine is in Goka's tester waiting
+// for a registered consumer to start. The tester offers no way to ask, so
+// this reads the goroutines' stacks; it only decides which failure to report.
+func waitingForStartup() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Contains(buf[:n], []byte("waitRequiredConsumersStartup"))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// failed reports what fn's recover() returned, if anything.
+func (h *Harness) failed(what string, r any) {
+	h.t.Helper()
+	if r == nil {
+		return
+	}
+	// The tester panics on what a failing processor leaves behind,
+	// often just before its Run returns: name the processor if it does.
+	select {
 	case name := <-h.stopped:
-		h.stopped <- name // later waits fail too
-		h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish", what, name)
+		h.stopped <- name
+		h.t.Fatalf("grouptest: %s: processor %s stopped, so it would never finish (Goka's tester then panicked: %v)", what, name, r)
+	case <-time.After(10 * time.Second):
+		h.t.Fatalf("grouptest: %s: Goka's tester panicked: %v", what, r)
 	}
 }
 

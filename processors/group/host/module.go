@@ -42,7 +42,10 @@ type Module struct {
 	// parsing; the closure keeps the parsed values for Run. A flag two
 	// modules (or a module and the binary) both define is refused.
 	Flags func(fs *flag.FlagSet)
-	// Validate checks the module's parsed flags before anything connects.
+	// Validate checks the module's parsed flags before anything connects. A
+	// binary reports its error at once, with any of its own flags' errors
+	// (a missing --brokers or --state-dir does not hide it); name the flag
+	// in the error, the binary prefixes the module's name.
 	Validate func() error
 	// Run builds the module's groups from env and runs them until ctx ends;
 	// a clean stop returns nil.
@@ -266,17 +269,21 @@ func RegisterFlags(fs *flag.FlagSet, mods ...Module) error {
 	return nil
 }
 
-// ValidateFlags runs every module's Validate.
+// ValidateFlags runs every module's Validate and joins what they report,
+// each prefixed with its module's name. Binaries run it before, and apart
+// from, their own flags' checks, so that a bad module flag is reported
+// even when --brokers or --state-dir is missing too.
 func ValidateFlags(mods ...Module) error {
+	var errs []error
 	for _, m := range mods {
 		if m.Validate == nil {
 			continue
 		}
 		if err := m.Validate(); err != nil {
-			return fmt.Errorf("%s: %w", m.Name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // RunAll runs every module with a Run until ctx ends or one fails (which

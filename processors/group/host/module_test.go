@@ -2,7 +2,9 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -116,5 +118,37 @@ func TestRunAllStopsOnAFailure(t *testing.T) {
 		if n := <-seen; n != 1 {
 			t.Errorf("a module got %d group options, want 1", n)
 		}
+	}
+}
+
+// A bad module flag is reported by the binary's flag parsing at once, with
+// (not after) a missing --brokers or --state-dir, and every module's problem
+// is reported, not the first.
+func TestBadModuleFlagIsReportedAtOnce(t *testing.T) {
+	t.Setenv("FENCESTREAM_BROKERS", "")
+	capped := func(name string) host.Module {
+		var n int
+		return host.Define(host.Module{Name: name,
+			Flags: func(fs *flag.FlagSet) { fs.IntVar(&n, name+"-cap", 1, "cap") },
+			Validate: func() error {
+				if n <= 0 {
+					return fmt.Errorf("--%s-cap must be positive, got %d", name, n)
+				}
+				return nil
+			}})
+	}
+	b := host.Binary{Name: "bin", Base: func(int32) *topology.Topology { return &topology.Topology{Name: "t"} },
+		Modules: []host.Module{capped("a"), capped("b")}}
+	err := b.Run(context.Background(), []string{"--a-cap", "0", "--b-cap", "-1"}, io.Discard, nil)
+	if !errors.As(err, new(host.UsageError)) {
+		t.Fatalf("got %v, want a UsageError", err)
+	}
+	for _, want := range []string{"a: --a-cap must be positive, got 0", "b: --b-cap must be positive, got -1", "--state-dir is required", "no brokers given"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Index(err.Error(), "--a-cap") > strings.Index(err.Error(), "--state-dir") {
+		t.Errorf("the module's problem comes after the binary's: %q", err)
 	}
 }

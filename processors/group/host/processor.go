@@ -50,27 +50,29 @@ func (p *ProcessorFlags) Register(fs *flag.FlagSet, metricsAddr string) {
 }
 
 // Validate checks the parsed flags (and that no stray arguments were given)
-// before anything connects.
+// before anything connects, and reports every problem, not the first.
 func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+		bad("unexpected arguments: %q", fs.Args())
 	}
 	if p.Partitions <= 0 || p.Partitions > 1<<20 {
-		return fmt.Errorf("--partitions must be between 1 and %d, got %d", 1<<20, p.Partitions)
+		bad("--partitions must be between 1 and %d, got %d", 1<<20, p.Partitions)
 	}
 	if p.MaxClockSkew <= 0 {
-		return fmt.Errorf("--max-clock-skew must be positive, got %s", p.MaxClockSkew)
+		bad("--max-clock-skew must be positive, got %s", p.MaxClockSkew)
 	}
 	if p.TimerInterval <= 0 {
-		return fmt.Errorf("--timer-interval must be positive, got %s", p.TimerInterval)
+		bad("--timer-interval must be positive, got %s", p.TimerInterval)
 	}
 	if p.StateDir == "" {
-		return errors.New("--state-dir is required")
+		bad("--state-dir is required")
 	}
 	if err := p.Cluster.Validate(); err != nil {
-		return fmt.Errorf("%w (set --brokers or FENCESTREAM_BROKERS)", err)
+		bad("%w (set --brokers or FENCESTREAM_BROKERS)", err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // GroupOpts are the group options the flags choose, for every group.
@@ -171,10 +173,9 @@ func (b Binary) Run(ctx context.Context, args []string, stderr io.Writer, starte
 		}
 		return UsageError{err}
 	}
-	if err := pf.Validate(fs); err != nil {
-		return UsageError{err}
-	}
-	if err := ValidateFlags(b.Modules...); err != nil {
+	// The modules' flags first and independently: a bad module flag is
+	// reported with the missing --brokers or --state-dir, not after it.
+	if err := errors.Join(ValidateFlags(b.Modules...), pf.Validate(fs)); err != nil {
 		return UsageError{err}
 	}
 	log, err := pf.Logger(stderr)
