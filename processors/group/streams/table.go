@@ -109,6 +109,11 @@ func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add fu
 // Name is the table's topic (its group's table), for views and routes.
 func (t Table[V]) Name() string { return t.a.table }
 
+// Stored is the full name of the message the table's topic holds per key:
+// V for an aggregation's own table, fencestream.kit.v1.WindowSet for a
+// windowed one (whose stream is V), the aggregation's for a derived one.
+func (t Table[V]) Stored() string { return t.a.typ }
+
 // ToStream is the table's stream of updates: each new value of a key as it
 // is stored (Kafka Streams' KTable.toStream without its cache).
 func (t Table[V]) ToStream() Stream[V] { return Stream[V]{t.n} }

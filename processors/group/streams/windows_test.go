@@ -30,16 +30,17 @@ func windowTopology() *topology.Topology {
 
 func tickTime(v *num) time.Time { return time.UnixMilli(v.GetValue()) }
 
-func windowed(t *testing.T, spec streams.Windowing) (*streamstest.Driver, streamstest.Input[num]) {
+func windowed(t *testing.T, spec streams.Windowing) (*streamstest.Driver, streamstest.Input[num], streams.Table[num]) {
 	t.Helper()
 	b := streams.New(windowTopology(), "ops", nil)
-	b.Stream[num]("ticks").GroupByKey().WindowedBy(spec, tickTime).Count("wc").ToStream().To("per-minute")
+	counts := b.Stream[num]("ticks").GroupByKey().WindowedBy(spec, tickTime).Count("wc")
+	counts.ToStream().To("per-minute")
 	app, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := streamstest.New(t, app, t0.Add(24*time.Hour))
-	return d, streamstest.InputTopic[num](d, "ticks")
+	return d, streamstest.InputTopic[num](d, "ticks"), counts
 }
 
 func tick(in streamstest.Input[num], key string, at time.Duration) {
@@ -50,7 +51,7 @@ func tick(in streamstest.Input[num], key string, at time.Duration) {
 // end plus grace (here by the key's own record); a record later than that
 // is counted nowhere.
 func TestWindowedCountFinal(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)))
+	d, in, counts := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 65*time.Second) // within grace: window 08:00 still open
@@ -60,11 +61,14 @@ func TestWindowedCountFinal(t *testing.T) {
 	tick(in, "k", 70*time.Second) // stream time 08:01:10: 08:00 closes
 	tick(in, "k", 50*time.Second) // late
 	want(t, readNum(t, d, "per-minute"), streams.WindowKey("k", t0)+"=2")
+	if ws := streamstest.Windows(d, counts, "k"); len(ws) != 1 || !ws[0].Start.Equal(t0.Add(time.Minute)) || ws[0].Count != 2 {
+		t.Fatalf("windows %+v, want the open 08:01 window with 2 records", ws)
+	}
 }
 
 // EmitUpdates: every record writes its window's count so far.
 func TestWindowedCountUpdates(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0).Emitting(windows.EmitUpdates)))
+	d, in, _ := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0).Emitting(windows.EmitUpdates)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	tick(in, "k", 61*time.Second)
@@ -75,7 +79,7 @@ func TestWindowedCountUpdates(t *testing.T) {
 // A window whose key gets no more records closes by the kit's stream-time
 // timer, fired by the driver.
 func TestWindowedCountClosedByTimer(t *testing.T) {
-	d, in := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0)))
+	d, in, _ := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 0)))
 	tick(in, "a", 0)
 	tick(in, "b", 2*time.Minute) // moves stream time (Goka's tester has one partition)
 	if got := readNum(t, d, "per-minute"); len(got) != 0 {
@@ -89,7 +93,7 @@ func TestWindowedCountClosedByTimer(t *testing.T) {
 // Sessions: records within the gap of each other are one session, counted
 // when stream time passes its end plus gap plus grace.
 func TestSessionWindowedCount(t *testing.T) {
-	d, in := windowed(t, streams.SessionWindows(windows.SessionWindows(time.Minute, 0)))
+	d, in, _ := windowed(t, streams.SessionWindows(windows.SessionWindows(time.Minute, 0)))
 	tick(in, "k", 0)
 	tick(in, "k", 50*time.Second)
 	tick(in, "k", 100*time.Second) // within the gap of 50 s: one session 0..100 s
@@ -99,7 +103,7 @@ func TestSessionWindowedCount(t *testing.T) {
 
 // Sliding windows: a window per record covering the difference before it.
 func TestSlidingWindowedCount(t *testing.T) {
-	d, in := windowed(t, streams.SlidingWindows(windows.SlidingWindows(time.Minute, 0).Emitting(windows.EmitUpdates)))
+	d, in, _ := windowed(t, streams.SlidingWindows(windows.SlidingWindows(time.Minute, 0).Emitting(windows.EmitUpdates)))
 	tick(in, "k", 0)
 	tick(in, "k", 30*time.Second)
 	got := readNum(t, d, "per-minute")

@@ -21,10 +21,14 @@ import (
 	"github.com/lovoo/goka/tester"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/streams"
+	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -174,6 +178,9 @@ func (o Output[V]) Read() []Record[V] {
 // handled everything piped so far.
 func Get[V any](d *Driver, t streams.Table[V], key string) *V {
 	d.t.Helper()
+	if t.Stored() != nameOf[V](d.t) {
+		d.t.Fatalf("streamstest: table %s holds %s, not %s (a windowed table: read it with Windows)", t.Name(), t.Stored(), nameOf[V](d.t))
+	}
 	d.h.Catchup()
 	st, err := group.StateOf[state[V], *state[V]](d.h.TT.TableValue(goka.Table(t.Name()), key))
 	if err != nil {
@@ -201,4 +208,20 @@ func nameOf[V any](t testing.TB) string {
 		t.Fatalf("streamstest: %s is not a protobuf message", reflect.TypeFor[V]())
 	}
 	return string(m.ProtoReflect().Descriptor().FullName())
+}
+
+// Windows is a windowed table's windows for key, oldest first, once the app
+// has handled everything piped so far.
+func Windows(d *Driver, t streams.Table[wrapperspb.Int64Value], key string) []windows.Window[emptypb.Empty, *emptypb.Empty] {
+	d.t.Helper()
+	d.h.Catchup()
+	st, err := group.StateOf[kitpb.WindowSet](d.h.TT.TableValue(goka.Table(t.Name()), key))
+	if err != nil {
+		d.t.Fatalf("streamstest: %s[%q]: %v", t.Name(), key, err)
+	}
+	ws, err := windows.WindowsOf[emptypb.Empty](st)
+	if err != nil {
+		d.t.Fatalf("streamstest: %s[%q]: %v", t.Name(), key, err)
+	}
+	return ws
 }
