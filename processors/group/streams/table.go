@@ -111,8 +111,14 @@ func (t Table[V]) Name() string { return t.a.table }
 
 // Stored is the full name of the message the table's topic holds per key:
 // V for an aggregation's own table, fencestream.kit.v1.WindowSet for a
-// windowed one (whose stream is V), the aggregation's for a derived one.
-func (t Table[V]) Stored() string { return t.a.typ }
+// windowed one (whose stream is V), and "" for a table derived by Filter or
+// MapValues, which is computed on each update and stored nowhere.
+func (t Table[V]) Stored() string {
+	if t.n.table == nil {
+		return ""
+	}
+	return t.a.typ
+}
 
 // ToStream is the table's stream of updates: each new value of a key as it
 // is stored (Kafka Streams' KTable.toStream without its cache).

@@ -178,6 +178,9 @@ func (o Output[V]) Read() []Record[V] {
 // handled everything piped so far.
 func Get[V any](d *Driver, t streams.Table[V], key string) *V {
 	d.t.Helper()
+	if t.Stored() == "" {
+		d.t.Fatalf("streamstest: a table derived from %s by Filter or MapValues is stored nowhere: read %[1]s, or its stream", t.Name())
+	}
 	if t.Stored() != nameOf[V](d.t) {
 		d.t.Fatalf("streamstest: table %s holds %s, not %s (a windowed table: read it with Windows)", t.Name(), t.Stored(), nameOf[V](d.t))
 	}

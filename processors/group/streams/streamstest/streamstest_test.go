@@ -58,3 +58,29 @@ func TestInputNobodyReadsFailsAtOnce(t *testing.T) {
 		t.Fatalf("out %v", got)
 	}
 }
+
+// Get reads a stored table only: a derived table, or a windowed table as
+// if it held its stream's type, is refused at once.
+func TestGetRefusesWhatIsNotStored(t *testing.T) {
+	tp := topo()
+	tp.Topics = append(tp.Topics, topology.Topic{Name: "n-table", Key: "id", Value: "google.protobuf.Int64Value", Partitions: 2, Cleanup: topology.CleanupCompact})
+	b := streams.New(tp, "app", nil)
+	counts := b.Stream[wrapperspb.StringValue]("in").GroupByKey().Count("n")
+	derived := counts.Filter(func(string, *wrapperspb.Int64Value) bool { return true })
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, app, time.Unix(0, 0))
+	f := &fatalT{TB: t}
+	func() {
+		defer func() { recover() }()
+		streamstest.Get(streamstest.Rebind(d, f), derived, "k")
+	}()
+	if !strings.Contains(f.fatal, "stored nowhere") {
+		t.Fatalf("fatal %q, want the derived table refused", f.fatal)
+	}
+	if got := streamstest.Get(d, counts, "k"); got != nil {
+		t.Fatalf("count of an unseen key %v, want nil", got)
+	}
+}
