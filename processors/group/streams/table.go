@@ -1,0 +1,138 @@
+package streams
+
+import (
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/fencestream/fencestream/processors/group"
+	"github.com/fencestream/fencestream/topology"
+)
+
+type emptyState = emptypb.Empty
+
+// Grouped is a stream grouped by key, ready to aggregate.
+type Grouped[V any] struct{ s Stream[V] }
+
+// Table is the latest *V per key: an aggregation's group table (a kit group
+// table views can read), or a table derived from one by Filter and
+// MapValues (computed on each update, not stored).
+type Table[V any] struct {
+	n *node
+	a *stateful
+}
+
+// stateful is one aggregation: a kit group named name whose table is
+// name+"-table".
+type stateful struct {
+	name, table, kind string
+	typ, in           string // the table's value and the grouped values
+	out               string // the value type of the table's stream
+	input             *node
+	apply             func(r *run, key string, v any) error
+	instantiate       func(topo *topology.Topology, log *slog.Logger) Group
+}
+
+// Aggregate folds each key's values into a *A: init makes a key's first
+// accumulator, add folds one value in (it may change and return agg). The
+// result is the table of group name, whose table topic name+"-table" the
+// topology must declare with value A.
+func (g Grouped[V]) Aggregate[A any](name string, init func() *A, add func(key string, v *V, agg *A) *A) Table[A] {
+	return aggregate(g, "aggregate", name, init, add)
+}
+
+// Count counts each key's records into group name's table (value
+// google.protobuf.Int64Value).
+func (g Grouped[V]) Count(name string) Table[wrapperspb.Int64Value] {
+	return aggregate(g, "count", name, func() *wrapperspb.Int64Value { return &wrapperspb.Int64Value{} },
+		func(_ string, _ *V, n *wrapperspb.Int64Value) *wrapperspb.Int64Value {
+			n.Value++
+			return n
+		})
+}
+
+// Reduce combines each key's values with f, the first value as it is, into
+// group name's table (value V).
+func (g Grouped[V]) Reduce(name string, f func(agg, v *V) *V) Table[V] {
+	return aggregate(g, "reduce", name, func() *V { return nil }, func(_ string, v, agg *V) *V {
+		if agg == nil {
+			return v
+		}
+		return f(agg, v)
+	})
+}
+
+func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add func(string, *V, *A) *A) Table[A] {
+	b := g.s.n.b
+	a := &stateful{name: name, table: name + "-table", kind: kind, typ: nameOf[A](), out: nameOf[A](), in: g.s.n.typ, input: g.s.n}
+	b.checkTopic[A](kind, a.table)
+	term := b.add([]*node{g.s.n}, kind+" -> table "+a.table, a.typ)
+	term.term = &terminal{agg: a}
+	tn := b.add(nil, "table "+a.table, a.typ)
+	tn.table = a
+	a.apply = func(r *run, key string, v any) error {
+		c := r.ctx.(*group.Context[msg[A], *msg[A]])
+		cur := unwrap(c.State())
+		if cur == nil {
+			cur = init()
+		}
+		next := add(key, v.(*V), cur)
+		c.SetState(wrap(next))
+		return tn.forward(r, key, next)
+	}
+	a.instantiate = func(topo *topology.Topology, log *slog.Logger) Group {
+		kg := group.New[msg[A]](topo, name, log)
+		emits := map[*node]emitFn{}
+		for _, n := range b.nodes {
+			if n.term != nil && n.term.agg == nil && n.groups[name] {
+				out := group.Output[msg[A]](kg, n.term.topic)
+				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*A))) }
+			}
+		}
+		for _, r := range a.input.roots() {
+			if r.table != nil {
+				continue // refused by assign
+			}
+			at, _ := r.eventTime.(func(*V) time.Time) // the source holds V (assign)
+			group.Stream(kg, r.topic, func(c *group.Context[msg[A], *msg[A]], m *msg[V]) error {
+				return r.push(&run{group: name, kc: c, ctx: c, emits: emits}, c.Key(), unwrap(m))
+			}, streamOpts(at)...)
+		}
+		return kg
+	}
+	b.aggs = append(b.aggs, a)
+	return Table[A]{n: tn, a: a}
+}
+
+// Name is the table's topic (its group's table), for views and routes.
+func (t Table[V]) Name() string { return t.a.table }
+
+// Stored is the full name of the message the table's topic holds per key:
+// V for an aggregation's own table, fencestream.kit.v1.WindowSet for a
+// windowed one (whose stream is V), and "" for a table derived by Filter or
+// MapValues, which is computed on each update and stored nowhere.
+func (t Table[V]) Stored() string {
+	if t.n.table == nil {
+		return ""
+	}
+	return t.a.typ
+}
+
+// ToStream is the table's stream of updates: each new value of a key as it
+// is stored (Kafka Streams' KTable.toStream without its cache).
+func (t Table[V]) ToStream() Stream[V] { return Stream[V]{t.n} }
+
+// Filter is the table of the values keep accepts; a value it refuses is
+// not passed on.
+func (t Table[V]) Filter(keep func(key string, v *V) bool) Table[V] {
+	return Table[V]{n: t.ToStream().Filter(keep).n, a: t.a}
+}
+
+// MapValues is the table of f's values. A table's group writes only its
+// own value type, so a MapValues to another type ends in a stream written
+// by way of a topic.
+func (t Table[V]) MapValues[W any](f func(v *V) *W) Table[W] {
+	return Table[W]{n: t.ToStream().MapValues(f).n, a: t.a}
+}
