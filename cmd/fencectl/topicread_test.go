@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,6 @@ import (
 
 	pb "github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/processors/group/tablecodec"
 	"github.com/fencestream/fencestream/processors/modules"
@@ -178,7 +178,7 @@ func TestTopicReadPrintsDecodedRecords(t *testing.T) {
 		&kgo.Record{Topic: geofence.TopicDebouncer, Partition: 0, Key: []byte("dev-1"), Value: full},
 		&kgo.Record{Topic: geofence.TopicDebouncer, Partition: 0, Key: []byte("dev-1"), Value: empty},
 		&kgo.Record{Topic: topology.TopicDeadLetter, Partition: 0, Key: []byte("k"), Value: garbage,
-			Headers: []kgo.RecordHeader{{Key: group.HeaderReason, Value: []byte("decode")}}},
+			Headers: []kgo.RecordHeader{{Key: deadletter.HeaderReason, Value: []byte("decode")}}},
 	)
 	code, out, errs = fencectl(t, "topic", "read", geofence.TopicDebouncer, "--brokers", addr)
 	wantCode(t, code, exitOK, out, errs)

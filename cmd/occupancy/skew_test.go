@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,7 @@ func TestMaxClockSkew(t *testing.T) {
 			}
 			var reason string
 			for _, h := range r.Headers {
-				if h.Key == group.HeaderReason {
+				if h.Key == deadletter.HeaderReason {
 					reason = string(h.Value)
 				}
 			}
@@ -111,7 +112,7 @@ func TestMaxClockSkew(t *testing.T) {
 			t.Fatalf("after 60s: dead letters %q, count changes from %q; want [ahead future-hlc] and [now]\n%s", dead, changes, logs)
 		}
 	}
-	if len(dead) != 1 || dead[0] != "ahead "+group.ReasonFutureHLC || len(changes) != 1 || changes[0] != "now" {
+	if len(dead) != 1 || dead[0] != "ahead "+deadletter.ReasonFutureHLC || len(changes) != 1 || changes[0] != "now" {
 		t.Fatalf("dead letters %q, count changes from %q; want [ahead future-hlc] and [now]", dead, changes)
 	}
 }

@@ -3,6 +3,7 @@ package debounce_test
 import (
 	"context"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"testing"
 	"time"
 
@@ -136,13 +137,13 @@ func TestDeviceStateLandsInTheJavaPartition(t *testing.T) {
 	reasons := map[string]bool{}
 	for _, r := range dl {
 		for _, h := range r.Headers {
-			if h.Key == group.HeaderReason {
+			if h.Key == deadletter.HeaderReason {
 				reasons[string(h.Value)] = true
 			}
 		}
 	}
 	// Null and empty keys are told apart (issue 17).
-	if !reasons[group.ReasonUndecodable] || !reasons[group.ReasonNullKey] || !reasons[group.ReasonEmptyKey] || len(dl) != 3 {
+	if !reasons[deadletter.ReasonUndecodable] || !reasons[deadletter.ReasonNullKey] || !reasons[deadletter.ReasonEmptyKey] || len(dl) != 3 {
 		t.Fatalf("dead letters: %d records, reasons %v", len(dl), reasons)
 	}
 }

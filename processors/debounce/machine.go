@@ -302,12 +302,12 @@ func dwell(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.Fence
 		return st, nil
 	}
 	return &geofencepb.FenceState{
-			Phase:         geofencepb.Phase_PHASE_INSIDE,
-			InsideSinceMs: st.InsideSinceMs,
-			DwellFired:    true,
-		}, []Transition{{
-			geofencepb.TriggerType_TRIGGER_TYPE_DWELL, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
-		}}
+		Phase:         geofencepb.Phase_PHASE_INSIDE,
+		InsideSinceMs: st.InsideSinceMs,
+		DwellFired:    true,
+	}, []Transition{{
+		geofencepb.TriggerType_TRIGGER_TYPE_DWELL, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
+	}}
 }
 
 // elapsed reports whether toMs - fromMs ≥ d without overflowing, for any

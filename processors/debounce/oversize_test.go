@@ -2,6 +2,7 @@ package debounce_test
 
 import (
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func TestOversizedPingsMoveOn(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	grouptest.CheckCutDown(t, cl, geofence.TopicPings, big)
-	for reason, want := range map[string]float64{group.ReasonBadKey: 1, group.ReasonUndecodable: 1, group.ReasonStale: 1} {
+	for reason, want := range map[string]float64{deadletter.ReasonBadKey: 1, deadletter.ReasonUndecodable: 1, deadletter.ReasonStale: 1} {
 		if n := grouptest.Counter(t, reg, "fencestream_deadletters_total", "group", geofence.GroupDebouncer, "reason", reason); n != want {
 			t.Errorf("fencestream_deadletters_total{reason=%q} = %v, want %v", reason, n, want)
 		}

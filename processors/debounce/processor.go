@@ -3,6 +3,7 @@ package debounce
 import (
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"time"
 
@@ -157,7 +158,7 @@ func New(topo *topology.Topology, cat *fences.Catalogue, opts ...Opt) (*Debounce
 		// handlePing sees them, and by handlePing after a TIMEOUT exit:
 		// counted here, once each, whichever refused them.
 		group.OnDeadLetter(func(topic, reason string) {
-			if topic == geofence.TopicPings && reason == group.ReasonStale {
+			if topic == geofence.TopicPings && reason == deadletter.ReasonStale {
 				m.stalePings.Inc()
 			}
 		}))
@@ -199,7 +200,7 @@ func (d *Debouncer) handlePing(c *Context, p *geofencepb.Ping) error {
 	if p.GetHlc() <= st.GetLastHlc() {
 		// A TIMEOUT exit moved the device's clock past this ping (or the state
 		// predates the kit's ordering): applying it would reorder triggers.
-		c.DeadLetter(group.ReasonStale, fmt.Errorf("%w: device state is at %d, ping %d", group.ErrStale, st.GetLastHlc(), p.GetHlc()))
+		c.DeadLetter(deadletter.ReasonStale, fmt.Errorf("%w: device state is at %d, ping %d", group.ErrStale, st.GetLastHlc(), p.GetHlc()))
 		return nil
 	}
 	st.Partition = c.Partition()

@@ -3,6 +3,7 @@ package debounce_test
 import (
 	"context"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"math"
 	"strings"
 	"testing"
@@ -210,8 +211,8 @@ func TestProcessorSameSecondPingsAreDuplicateHLC(t *testing.T) {
 	if err := proto.Unmarshal(v.([]byte), &dl); err != nil {
 		t.Fatal(err)
 	}
-	if r := string(hdr[group.HeaderReason]); r != group.ReasonDuplicateHLC || key != "veh-5" || dl.GetLat() != insideLat {
-		t.Fatalf("dead letter %q %v reason %q, want the second ping as %s", key, &dl, r, group.ReasonDuplicateHLC)
+	if r := string(hdr[deadletter.HeaderReason]); r != deadletter.ReasonDuplicateHLC || key != "veh-5" || dl.GetLat() != insideLat {
+		t.Fatalf("dead letter %q %v reason %q, want the second ping as %s", key, &dl, r, deadletter.ReasonDuplicateHLC)
 	}
 	// The first ping produced again, byte for byte (hlc still 0): a replay.
 	h.pingHLC("veh-5", outsideLat, 1000, 0)
@@ -273,7 +274,7 @@ func (h *harness) deadLetterReasons() []string {
 		if !ok {
 			return out
 		}
-		out = append(out, string(hdr[group.HeaderReason]))
+		out = append(out, string(hdr[deadletter.HeaderReason]))
 	}
 }
 
@@ -296,9 +297,9 @@ func TestProcessorDeadLettersInvalidPingsAndContinues(t *testing.T) {
 		if !ok {
 			break
 		}
-		reasons = append(reasons, string(hdr[group.HeaderReason]))
-		if string(hdr[group.HeaderSourceTopic]) != geofence.TopicPings {
-			t.Fatalf("dead letter source topic %q", hdr[group.HeaderSourceTopic])
+		reasons = append(reasons, string(hdr[deadletter.HeaderReason]))
+		if string(hdr[deadletter.HeaderSourceTopic]) != geofence.TopicPings {
+			t.Fatalf("dead letter source topic %q", hdr[deadletter.HeaderSourceTopic])
 		}
 		_ = key
 	}
@@ -477,10 +478,10 @@ func TestProcessorDeadLettersImplausiblePings(t *testing.T) {
 		if !ok {
 			break
 		}
-		if r := string(hdr[group.HeaderReason]); r != debounce.ReasonImplausible {
-			t.Errorf("reason %q (%s), want %q", r, hdr[group.HeaderError], debounce.ReasonImplausible)
+		if r := string(hdr[deadletter.HeaderReason]); r != debounce.ReasonImplausible {
+			t.Errorf("reason %q (%s), want %q", r, hdr[deadletter.HeaderError], debounce.ReasonImplausible)
 		}
-		details = append(details, string(hdr[group.HeaderError]))
+		details = append(details, string(hdr[deadletter.HeaderError]))
 	}
 	if len(details) != len(bad) {
 		t.Fatalf("%d dead letters %q, want %d", len(details), details, len(bad))

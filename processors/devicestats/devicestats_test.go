@@ -3,6 +3,7 @@ package devicestats_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/fencestream/fencestream/processors/devicestats"
 	"github.com/fencestream/fencestream/processors/devicestats/devicestatspb"
 	"github.com/fencestream/fencestream/processors/geofence"
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/group/view"
@@ -139,7 +139,7 @@ func TestLatePingCountedNotApplied(t *testing.T) {
 	}
 	h.Consume(geofence.TopicPings, car, &geofencepb.Ping{DeviceId: "someone-else", DeviceTimeMs: base.UnixMilli()})
 	h.Consume(devicestats.TopicHours, car, &devicestatspb.DeviceHour{DeviceId: car, Hour: "2027-01-15T09", StartMs: base.UnixMilli(), Pings: 1})
-	if dl := grouptest.DeadLetters(h); len(dl) != 2 || dl[0].Reason != group.ReasonInvalid || dl[1].Reason != group.ReasonInvalid {
+	if dl := grouptest.DeadLetters(h); len(dl) != 2 || dl[0].Reason != deadletter.ReasonInvalid || dl[1].Reason != deadletter.ReasonInvalid {
 		t.Fatalf("dead letters %+v, want two invalid", dl)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"time"
 
@@ -14,16 +15,6 @@ import (
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 	"github.com/fencestream/fencestream/topology"
-)
-
-// Dead-letter record headers.
-const (
-	HeaderReason          = "fencestream-reason"
-	HeaderError           = "fencestream-error"
-	HeaderSourceTopic     = "fencestream-source-topic"
-	HeaderSourcePartition = "fencestream-source-partition"
-	HeaderSourceOffset    = "fencestream-source-offset"
-	HeaderGroup           = "fencestream-group"
 )
 
 // Context is what a handler sees of the record being processed and of the state
@@ -129,16 +120,16 @@ func (c *Context[S, PS]) DeleteState() { c.rec.st, c.rec.dirty, c.rec.deleted = 
 // dead-lettered instead.
 func (c *Context[S, PS]) emit(topic, key string, msg protov2.Message) {
 	if err := c.grp.rekeys[c.Topic()+"\x00"+topic]; err != nil {
-		c.DeadLetter(ReasonUndeclaredRekey, err)
+		c.DeadLetter(deadletter.ReasonUndeclaredRekey, err)
 		return
 	}
 	if err := topology.ValidateKey(key, 0); err != nil {
-		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("emit to %s: %w", topic, err))
+		c.DeadLetter(deadletter.ReasonBadEmitKey, fmt.Errorf("emit to %s: %w", topic, err))
 		return
 	}
 	value, err := marshalOpts.Marshal(msg)
 	if err != nil {
-		c.DeadLetter(ReasonInvalid, fmt.Errorf("encoding output for %s: %w", topic, err))
+		c.DeadLetter(deadletter.ReasonInvalid, fmt.Errorf("encoding output for %s: %w", topic, err))
 		return
 	}
 	c.rec.send(&kitpb.Output{Topic: topic, Key: key, Value: value})
@@ -148,16 +139,16 @@ func (c *Context[S, PS]) emit(topic, key string, msg protov2.Message) {
 // the typed way in).
 func (c *Context[S, PS]) loopback(key string, msg protov2.Message) {
 	if err := c.grp.rekeys[c.Topic()+"\x00"+c.grp.loopTopic]; err != nil {
-		c.DeadLetter(ReasonUndeclaredRekey, err)
+		c.DeadLetter(deadletter.ReasonUndeclaredRekey, err)
 		return
 	}
 	if err := topology.ValidateKey(key, 0); err != nil {
-		c.DeadLetter(ReasonBadEmitKey, fmt.Errorf("loopback: %w", err))
+		c.DeadLetter(deadletter.ReasonBadEmitKey, fmt.Errorf("loopback: %w", err))
 		return
 	}
 	value, err := marshalOpts.Marshal(msg)
 	if err != nil {
-		c.DeadLetter(ReasonInvalid, fmt.Errorf("encoding loopback: %w", err))
+		c.DeadLetter(deadletter.ReasonInvalid, fmt.Errorf("encoding loopback: %w", err))
 		return
 	}
 	c.rec.send(&kitpb.Output{Topic: c.grp.loopTopic, Key: key, Value: value})
@@ -186,12 +177,12 @@ func (c *Context[S, PS]) DeadLetter(reason string, cause error) {
 		f(c.Topic(), reason)
 	}
 	o := &kitpb.Output{Topic: c.grp.deadLetter, Key: c.g.Key(), Value: value, Headers: []*kitpb.Header{
-		{Key: HeaderReason, Value: []byte(reason)},
-		{Key: HeaderError, Value: []byte(detail)},
-		{Key: HeaderSourceTopic, Value: []byte(c.Topic())},
-		{Key: HeaderSourcePartition, Value: []byte(partitionLabel(c.Partition()))},
-		{Key: HeaderSourceOffset, Value: []byte(fmt.Sprint(c.Offset()))},
-		{Key: HeaderGroup, Value: []byte(c.grp.name)},
+		{Key: deadletter.HeaderReason, Value: []byte(reason)},
+		{Key: deadletter.HeaderError, Value: []byte(detail)},
+		{Key: deadletter.HeaderSourceTopic, Value: []byte(c.Topic())},
+		{Key: deadletter.HeaderSourcePartition, Value: []byte(partitionLabel(c.Partition()))},
+		{Key: deadletter.HeaderSourceOffset, Value: []byte(fmt.Sprint(c.Offset()))},
+		{Key: deadletter.HeaderGroup, Value: []byte(c.grp.name)},
 	}}
 	limit := c.grp.rt.deadLetterBytes
 	if c.rec.recording {

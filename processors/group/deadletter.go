@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"hash"
 	"log/slog"
 	"strconv"
@@ -20,32 +21,9 @@ import (
 	"github.com/fencestream/fencestream/topology/cluster"
 )
 
-// A record that cannot be dead-lettered whole is dead-lettered cut down
-// (DESIGN rule 19): its key and value are replaced by bounded prefixes, and
-// these headers say so and give the original sizes; the reason, error and
-// source headers (topic, partition, offset, group) are kept. A dead letter
-// must never fail for its size: a failed send stops the processor, and the
-// restarted one meets the same record again, forever.
-const (
-	// HeaderCutDown is "true" on a dead letter cut down to fit.
-	HeaderCutDown = "fencestream-cut-down"
-	// HeaderKeyBytes and HeaderValueBytes are the sizes of the input's key
-	// and value, in bytes, on a cut-down dead letter.
-	HeaderKeyBytes   = "fencestream-key-bytes"
-	HeaderValueBytes = "fencestream-value-bytes"
-)
-
-// Bounds of a cut-down dead letter and of what every dead letter carries.
-const (
-	// CutKeyBytes and CutValueBytes bound the key and value prefixes of a
-	// cut-down dead letter: enough to recognise the record and find its
-	// producer; the source headers say where the whole of it is.
-	CutKeyBytes   = 1 << 10
-	CutValueBytes = 4 << 10
-	// deadLetterErrorBytes bounds the error header (an error may quote the
-	// key, as topology.KeyError does for invalid UTF-8).
-	deadLetterErrorBytes = 1 << 10
-)
+// deadLetterErrorBytes bounds the error header (an error may quote the key,
+// as topology.KeyError does for invalid UTF-8).
+const deadLetterErrorBytes = 1 << 10
 
 // Sizes the dead-letter limit is worked out from.
 const (
@@ -96,14 +74,14 @@ func fit(o *kitpb.Output, limit int) (*kitpb.Output, bool) {
 	return cutDown(o.GetTopic(), o.GetKey(), o.GetValue(), o.GetHeaders()), true
 }
 
-// cutDown is the dead letter of key and value cut down (see HeaderCutDown).
+// cutDown is the dead letter of key and value cut down (see deadletter.HeaderCutDown).
 func cutDown(topic, key string, value []byte, headers []*kitpb.Header) *kitpb.Output {
 	hs := make([]*kitpb.Header, 0, len(headers)+3)
 	for _, h := range headers {
 		switch h.GetKey() {
-		case HeaderCutDown, HeaderKeyBytes, HeaderValueBytes:
+		case deadletter.HeaderCutDown, deadletter.HeaderKeyBytes, deadletter.HeaderValueBytes:
 			continue
-		case HeaderError:
+		case deadletter.HeaderError:
 			h = &kitpb.Header{Key: h.GetKey(), Value: []byte(prefix(string(h.GetValue()), deadLetterErrorBytes))}
 		default:
 			if len(h.GetValue()) > deadLetterErrorBytes { // a foreign header: the kit's are small
@@ -113,11 +91,11 @@ func cutDown(topic, key string, value []byte, headers []*kitpb.Header) *kitpb.Ou
 		hs = append(hs, h)
 	}
 	hs = append(hs,
-		&kitpb.Header{Key: HeaderCutDown, Value: []byte("true")},
-		&kitpb.Header{Key: HeaderKeyBytes, Value: []byte(strconv.Itoa(len(key)))},
-		&kitpb.Header{Key: HeaderValueBytes, Value: []byte(strconv.Itoa(len(value)))},
+		&kitpb.Header{Key: deadletter.HeaderCutDown, Value: []byte("true")},
+		&kitpb.Header{Key: deadletter.HeaderKeyBytes, Value: []byte(strconv.Itoa(len(key)))},
+		&kitpb.Header{Key: deadletter.HeaderValueBytes, Value: []byte(strconv.Itoa(len(value)))},
 	)
-	return &kitpb.Output{Topic: topic, Key: prefix(key, CutKeyBytes), Value: value[:min(len(value), CutValueBytes)], Headers: hs}
+	return &kitpb.Output{Topic: topic, Key: prefix(key, deadletter.CutKeyBytes), Value: value[:min(len(value), deadletter.CutValueBytes)], Headers: hs}
 }
 
 // prefix is the first n bytes of s at most, cut at the start of a rune (a

@@ -14,8 +14,8 @@
 //     value and a reason header, and the next record flows. A dead letter too
 //     large to send whole (Producer.MaxMessageBytes, the dead-letter topic's
 //     max.message.bytes less a batch header) is sent cut down: prefixes of at
-//     most CutKeyBytes and CutValueBytes, the source and reason headers, and
-//     HeaderCutDown with the sizes (HeaderKeyBytes, HeaderValueBytes); one the
+//     most deadletter.CutKeyBytes and deadletter.CutValueBytes, the source and reason headers, and
+//     deadletter.HeaderCutDown with the sizes (deadletter.HeaderKeyBytes, deadletter.HeaderValueBytes); one the
 //     broker refuses for its size anyway is sent again cut down, once.
 //   - No log line carries an unbounded key or value: the kit logs through
 //     boundedlog.New (each attribute at most boundedlog.ValueLimit bytes) and shows

@@ -10,7 +10,7 @@ import (
 // triggers may share an HLC): it returns an error wrapping ErrFutureHLC, and
 // counts it as the kit counts its own, when at is beyond the group's clock
 // (Clock) plus its maximum skew (MaxClockSkew). The handler dead-letters the
-// input with ReasonFutureHLC and leaves the state alone, so one bad clock
+// input with deadletter.ReasonFutureHLC and leaves the state alone, so one bad clock
 // cannot hold a key for as long as it is ahead.
 func (c *Context[S, PS]) CheckFuture(at time.Time) error {
 	now := c.grp.rt.now()

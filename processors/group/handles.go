@@ -3,6 +3,7 @@ package group
 import (
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"runtime/debug"
 	"strings"
 
@@ -121,12 +122,12 @@ func (r *record[S, PS]) call(handle func() error) (err error) {
 			c.Logger().Error("handler panicked; the input is dead-lettered and its state changes dropped",
 				"topic", c.Topic(), "offset", c.Offset(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			r.discard()
-			c.DeadLetter(ReasonPanic, fmt.Errorf("%w: %v", ErrHandlerPanic, p))
+			c.DeadLetter(deadletter.ReasonPanic, fmt.Errorf("%w: %v", ErrHandlerPanic, p))
 			err = nil
 		case r.refused != nil:
 			c.Logger().Error("handler used a handle that is not its group's; the input is dead-lettered and its state changes dropped", "err", r.refused)
 			r.discard()
-			c.DeadLetter(ReasonMisusedHandle, r.refused)
+			c.DeadLetter(deadletter.ReasonMisusedHandle, r.refused)
 			err = nil
 		}
 	}()

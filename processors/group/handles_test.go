@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"strings"
 	"testing"
 
@@ -53,10 +54,10 @@ func TestMisusedHandlesAndPanicsAreDeadLettered(t *testing.T) {
 	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
 
 	for _, tc := range []struct{ key, reason, errPart string }{
-		{"zero", group.ReasonMisusedHandle, "zero Out"},
-		{"zero-loop", group.ReasonMisusedHandle, "zero LoopOut"},
-		{"foreign", group.ReasonMisusedHandle, "declared on another group"},
-		{"panic", group.ReasonPanic, "assignment to entry in nil map"},
+		{"zero", deadletter.ReasonMisusedHandle, "zero Out"},
+		{"zero-loop", deadletter.ReasonMisusedHandle, "zero LoopOut"},
+		{"foreign", deadletter.ReasonMisusedHandle, "declared on another group"},
+		{"panic", deadletter.ReasonPanic, "assignment to entry in nil map"},
 	} {
 		p := &testpb.Ping{DeviceId: tc.key, Hlc: 5}
 		tt.Consume(topicIn, tc.key, p)
@@ -111,7 +112,7 @@ func TestUndeclaredRekeyIsRefused(t *testing.T) {
 	fenced := tt.NewQueueTracker("gt-by-fence")
 	p := &testpb.Ping{DeviceId: "rekey", Hlc: 1}
 	tt.Consume(topicIn, "rekey", p)
-	checkDeadLetter(t, h.nextDeadLetter(t), "rekey", group.ReasonUndeclaredRekey, "gt-by-fence (key fence_id) from gt-in (key device_id)", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "rekey", deadletter.ReasonUndeclaredRekey, "gt-by-fence (key fence_id) from gt-in (key device_id)", p)
 	if k, _, ok := fenced.Next(); ok {
 		t.Errorf("the undeclared re-key reached gt-by-fence under %q", k)
 	}
@@ -223,6 +224,6 @@ func TestHandleDeclaredAfterBuildIsRefusedAtUse(t *testing.T) {
 	h := &harness{tt: tt, out: tt.NewQueueTracker(topicOut), dlq: tt.NewQueueTracker("deadletter")}
 	p := &testpb.Ping{DeviceId: "late"}
 	tt.Consume(topicIn, "late", p)
-	checkDeadLetter(t, h.nextDeadLetter(t), "late", group.ReasonMisusedHandle, "declared after its processor was built", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "late", deadletter.ReasonMisusedHandle, "declared after its processor was built", p)
 	h.noMore(t)
 }

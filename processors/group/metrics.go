@@ -125,22 +125,3 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func partitionLabel(p int32) string { return strconv.Itoa(int(p)) }
-
-// Dead-letter reasons (the "reason" header and metric label).
-const (
-	ReasonBadKey       = "bad-key"
-	ReasonUndecodable  = "undecodable"
-	ReasonEmptyValue   = "empty-value"
-	ReasonInvalid      = "invalid"
-	ReasonBadEmitKey   = "bad-output-key"
-	ReasonStale        = "stale"
-	ReasonDuplicateHLC = "duplicate-hlc"
-	ReasonFutureHLC    = "future-hlc"
-	// ReasonPanic: the handler panicked (the stack is in the log).
-	ReasonPanic = "panic"
-	// ReasonMisusedHandle: the handler used a zero handle or another group's.
-	ReasonMisusedHandle = "misused-handle"
-	// ReasonUndeclaredRekey: the handler wrote to a topic of another key
-	// than its input's, and the topology declares no Boundary for that flow.
-	ReasonUndeclaredRekey = "undeclared-rekey"
-)

@@ -3,20 +3,12 @@ package group
 import (
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 
 	"github.com/fencestream/fencestream/topology"
-)
-
-// Dead-letter reasons of unusable input keys. A null key (the record has none:
-// a producer that set no key) and an empty one (a key of zero bytes) are
-// different producer bugs, so they get different reasons; every other unusable
-// key (invalid UTF-8, too long) is ReasonBadKey.
-const (
-	ReasonNullKey  = "null-key"
-	ReasonEmptyKey = "empty-key"
 )
 
 // ErrNullKey: the input record has no key at all.
@@ -50,10 +42,10 @@ func markNullKeys(sc *sarama.Config) {
 // refused with err.
 func badKey(gctx goka.Context, err error) (string, error) {
 	if !errors.Is(err, topology.ErrEmptyKey) {
-		return ReasonBadKey, err
+		return deadletter.ReasonBadKey, err
 	}
 	if _, null := gctx.Headers()[headerNullKey]; null {
-		return ReasonNullKey, fmt.Errorf("%w: a record without a key is spread round-robin and loses per-key order", ErrNullKey)
+		return deadletter.ReasonNullKey, fmt.Errorf("%w: a record without a key is spread round-robin and loses per-key order", ErrNullKey)
 	}
-	return ReasonEmptyKey, err
+	return deadletter.ReasonEmptyKey, err
 }

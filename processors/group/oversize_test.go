@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -130,17 +131,17 @@ func TestOversizedRecordsMoveOn(t *testing.T) {
 	for _, want := range []struct {
 		rec    *kgo.Record
 		reason string
-	}{{empty, group.ReasonEmptyValue}, {panicked, group.ReasonPanic}} {
+	}{{empty, deadletter.ReasonEmptyValue}, {panicked, deadletter.ReasonPanic}} {
 		found := false
 		for _, d := range dls {
-			if grouptest.Header(d, group.HeaderSourceOffset) == strconv.FormatInt(want.rec.Offset, 10) &&
-				grouptest.Header(d, group.HeaderSourcePartition) == strconv.Itoa(int(want.rec.Partition)) {
+			if grouptest.Header(d, deadletter.HeaderSourceOffset) == strconv.FormatInt(want.rec.Offset, 10) &&
+				grouptest.Header(d, deadletter.HeaderSourcePartition) == strconv.Itoa(int(want.rec.Partition)) {
 				found = true
-				if got := grouptest.Header(d, group.HeaderReason); got != want.reason {
-					t.Errorf("dead letter of offset %d: reason %q, want %q (error %q)", want.rec.Offset, got, want.reason, grouptest.Header(d, group.HeaderError))
+				if got := grouptest.Header(d, deadletter.HeaderReason); got != want.reason {
+					t.Errorf("dead letter of offset %d: reason %q, want %q (error %q)", want.rec.Offset, got, want.reason, grouptest.Header(d, deadletter.HeaderError))
 				}
-				if len(grouptest.Header(d, group.HeaderError)) > 2<<10 {
-					t.Errorf("dead letter of offset %d: error header of %d bytes", want.rec.Offset, len(grouptest.Header(d, group.HeaderError)))
+				if len(grouptest.Header(d, deadletter.HeaderError)) > 2<<10 {
+					t.Errorf("dead letter of offset %d: error header of %d bytes", want.rec.Offset, len(grouptest.Header(d, deadletter.HeaderError)))
 				}
 			}
 		}
@@ -151,7 +152,7 @@ func TestOversizedRecordsMoveOn(t *testing.T) {
 	if seen.has(150) || seen.has(panicHLC) {
 		t.Errorf("handler applied a dead-lettered ping: %v", seen.hlcs)
 	}
-	for _, reason := range []string{group.ReasonBadKey, group.ReasonUndecodable, group.ReasonEmptyValue, group.ReasonPanic} {
+	for _, reason := range []string{deadletter.ReasonBadKey, deadletter.ReasonUndecodable, deadletter.ReasonEmptyValue, deadletter.ReasonPanic} {
 		if n := grouptest.Counter(t, reg, "fencestream_deadletters_total", "reason", reason); n != 1 {
 			t.Errorf("fencestream_deadletters_total{reason=%q} = %v, want 1", reason, n)
 		}
@@ -200,7 +201,7 @@ func TestDeadLetterRefusedForSizeIsSentCutDown(t *testing.T) {
 		return seen.has(500) && grouptest.Committed(t, cl, testGroup, topicIn, last.Partition) > last.Offset
 	})
 	grouptest.CheckCutDown(t, cl, topicIn, []grouptest.Oversized{{Partition: garbage.Partition, Offset: garbage.Offset,
-		Reason: group.ReasonUndecodable, KeyBytes: 2, ValueBytes: 200_000, Description: "200 kB garbage value"}})
+		Reason: deadletter.ReasonUndecodable, KeyBytes: 2, ValueBytes: 200_000, Description: "200 kB garbage value"}})
 	if n := grouptest.Counter(t, reg, "fencestream_deadletters_cut_total", "result", "cut-down"); n != 1 {
 		t.Errorf("fencestream_deadletters_cut_total{result=cut-down} = %v, want 1", n)
 	}
@@ -231,7 +232,7 @@ func TestRejectedLargeInputIsRecordedCutDown(t *testing.T) {
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))
 	}
-	if d := dls[0]; d.Reason != group.ReasonInvalid || len(d.Value) > group.CutValueBytes || d.Key != "d1" {
+	if d := dls[0]; d.Reason != deadletter.ReasonInvalid || len(d.Value) > deadletter.CutValueBytes || d.Key != "d1" {
 		t.Fatalf("dead letter: key %q, reason %q, value %d bytes", d.Key, d.Reason, len(d.Value))
 	}
 }

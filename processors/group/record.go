@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -130,22 +131,22 @@ func admit[S any, PS codecs.Message[S], M any, PM codecs.Message[M]](r *record[S
 	msg, poison, ok := codecs.As[M, PM](value)
 	switch {
 	case poison != nil:
-		c.DeadLetter(ReasonUndecodable, poison)
+		c.DeadLetter(deadletter.ReasonUndecodable, poison)
 		return nil, false
 	case !ok:
-		c.DeadLetter(ReasonEmptyValue, fmt.Errorf("no value"))
+		c.DeadLetter(deadletter.ReasonEmptyValue, fmt.Errorf("no value"))
 		return nil, false
 	}
 	if sc.hlc != nil {
 		seq := sc.hlc(msg)
 		if seq == 0 && protov2.Size(msg) == 0 {
-			c.DeadLetter(ReasonEmptyValue, ErrEmptyValue)
+			c.DeadLetter(deadletter.ReasonEmptyValue, ErrEmptyValue)
 			return nil, false
 		}
 		if err := g.rt.checkHLC(seq); err != nil {
-			reason := ReasonInvalid
+			reason := deadletter.ReasonInvalid
 			if errors.Is(err, ErrFutureHLC) {
-				reason = ReasonFutureHLC
+				reason = deadletter.ReasonFutureHLC
 				g.m.hlcStale.WithLabelValues(g.name, c.Topic(), "future").Inc()
 			}
 			c.DeadLetter(reason, err)
@@ -191,10 +192,10 @@ func (r *record[S, PS]) dedupe() bool {
 		r.replay(in, v)
 	case once.DuplicateHLC:
 		g.m.hlcStale.WithLabelValues(g.name, in.Topic, "duplicate").Inc()
-		c.DeadLetter(ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, in.Seq, v.Cursor.GetOffset()))
+		c.DeadLetter(deadletter.ReasonDuplicateHLC, fmt.Errorf("%w: HLC %d, applied at offset %d", ErrDuplicateHLC, in.Seq, v.Cursor.GetOffset()))
 	case once.Stale:
 		g.m.hlcStale.WithLabelValues(g.name, in.Topic, "stale").Inc()
-		c.DeadLetter(ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, v.Cursor.GetSeq(), in.Seq))
+		c.DeadLetter(deadletter.ReasonStale, fmt.Errorf("%w: last applied %d, got %d", ErrStale, v.Cursor.GetSeq(), in.Seq))
 	}
 	return false
 }
@@ -276,7 +277,7 @@ func (r *record[S, PS]) awaitRoom(in once.Input, cur *kitpb.Cursor) {
 func (r *record[S, PS]) run(handle func() error) {
 	r.recording = true
 	if err := r.call(handle); err != nil {
-		r.c.DeadLetter(ReasonInvalid, err)
+		r.c.DeadLetter(deadletter.ReasonInvalid, err)
 	}
 	r.c.grp.touchTTL(&r.c)
 }

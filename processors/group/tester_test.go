@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"strings"
 	"sync"
 	"testing"
@@ -135,19 +136,19 @@ func checkDeadLetter(t *testing.T, dl deadLetter, key, reason, errPart string, o
 	if dl.key != key {
 		t.Errorf("dead letter key %q, want the original %q", dl.key, key)
 	}
-	if got := string(dl.headers[group.HeaderReason]); got != reason {
+	if got := string(dl.headers[deadletter.HeaderReason]); got != reason {
 		t.Errorf("reason %q, want %q", got, reason)
 	}
-	if got := string(dl.headers[group.HeaderError]); !strings.Contains(got, errPart) {
+	if got := string(dl.headers[deadletter.HeaderError]); !strings.Contains(got, errPart) {
 		t.Errorf("error header %q does not contain %q", got, errPart)
 	}
-	if got := string(dl.headers[group.HeaderSourceTopic]); got != topicIn {
+	if got := string(dl.headers[deadletter.HeaderSourceTopic]); got != topicIn {
 		t.Errorf("source topic header %q", got)
 	}
-	if got := string(dl.headers[group.HeaderGroup]); got != testGroup {
+	if got := string(dl.headers[deadletter.HeaderGroup]); got != testGroup {
 		t.Errorf("group header %q", got)
 	}
-	if string(dl.headers[group.HeaderSourcePartition]) == "" || string(dl.headers[group.HeaderSourceOffset]) == "" {
+	if string(dl.headers[deadletter.HeaderSourcePartition]) == "" || string(dl.headers[deadletter.HeaderSourceOffset]) == "" {
 		t.Errorf("source partition/offset headers missing: %v", dl.headers)
 	}
 	if orig == nil {
@@ -169,7 +170,7 @@ func TestHandlerErrorDeadLettersInvalid(t *testing.T) {
 	h := newHarness(t)
 	bad := &testpb.Ping{DeviceId: "reject", Lat: 91, Lon: 13, Hlc: 7}
 	h.tt.Consume(topicIn, "reject", bad)
-	checkDeadLetter(t, h.nextDeadLetter(t), "reject", group.ReasonInvalid, "ping of reject is out of range", bad)
+	checkDeadLetter(t, h.nextDeadLetter(t), "reject", deadletter.ReasonInvalid, "ping of reject is out of range", bad)
 	h.noMore(t)
 
 	// Processing continues with the next record.
@@ -183,7 +184,7 @@ func TestEmitEmptyKeyDeadLetters(t *testing.T) {
 	h := newHarness(t)
 	p := &testpb.Ping{DeviceId: "emit-empty", Hlc: 3}
 	h.tt.Consume(topicIn, "emit-empty", p)
-	checkDeadLetter(t, h.nextDeadLetter(t), "emit-empty", group.ReasonBadEmitKey, "emit to "+topicOut, p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "emit-empty", deadletter.ReasonBadEmitKey, "emit to "+topicOut, p)
 	h.noMore(t) // nothing reached the output topic
 }
 
@@ -191,7 +192,7 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	h := newHarness(t)
 	p := &testpb.Ping{DeviceId: "d1", Hlc: 1}
 	h.tt.Consume(topicIn, "", p)
-	checkDeadLetter(t, h.nextDeadLetter(t), "", group.ReasonEmptyKey, "", p)
+	checkDeadLetter(t, h.nextDeadLetter(t), "", deadletter.ReasonEmptyKey, "", p)
 	h.noMore(t)
 	if audits := h.a.takeAudits(); len(audits) != 0 {
 		t.Errorf("the handler saw a dead-lettered record: %v", audits)
@@ -200,7 +201,7 @@ func TestBadInputKeyAndNullValueDeadLetter(t *testing.T) {
 	// A null value (tombstone) on a stream never reaches the handler: it is
 	// dead-lettered as an empty value and does not stop the processor.
 	h.tt.Consume(topicIn, "d2", nil)
-	checkDeadLetter(t, h.nextDeadLetter(t), "d2", group.ReasonEmptyValue, "no value", nil)
+	checkDeadLetter(t, h.nextDeadLetter(t), "d2", deadletter.ReasonEmptyValue, "no value", nil)
 	h.tt.Consume(topicIn, "d2", &testpb.Ping{DeviceId: "d2", Hlc: 4})
 	if k, _, ok := h.out.Next(); !ok || k != "d2" {
 		t.Fatalf("after a null value: output %q %v", k, ok)
@@ -239,7 +240,7 @@ func TestOrderedByHLC(t *testing.T) {
 	if fmt.Sprint(hlcs) != "[10 10 11]" {
 		t.Errorf("outputs for HLCs %v, want [10 10 11] (10 replayed)", hlcs)
 	}
-	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonStale, "last applied 10, got 5", &testpb.Ping{DeviceId: "d1", Hlc: 5})
+	checkDeadLetter(t, h.nextDeadLetter(t), "d1", deadletter.ReasonStale, "last applied 10, got 5", &testpb.Ping{DeviceId: "d1", Hlc: 5})
 	h.noMore(t)
 	h.a.mu.Lock()
 	defer h.a.mu.Unlock()
@@ -257,7 +258,7 @@ func TestDuplicateHLCIsDeadLettered(t *testing.T) {
 	other := &testpb.Ping{DeviceId: "d1", Hlc: 10, Lat: 52.6}
 	h.tt.Consume(topicIn, "d1", first)
 	h.tt.Consume(topicIn, "d1", other)
-	checkDeadLetter(t, h.nextDeadLetter(t), "d1", group.ReasonDuplicateHLC, "different record", other)
+	checkDeadLetter(t, h.nextDeadLetter(t), "d1", deadletter.ReasonDuplicateHLC, "different record", other)
 	h.tt.Consume(topicIn, "d1", first) // produced twice: a replay
 	if got := h.a.takeAudits(); fmt.Sprint(got) != "[10]" {
 		t.Fatalf("handler saw HLCs %v, want [10]", got)

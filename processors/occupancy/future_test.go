@@ -2,6 +2,7 @@ package occupancy_test
 
 import (
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,10 @@ func TestFutureTriggerIsDeadLettered(t *testing.T) {
 	if !ok {
 		t.Fatal("a trigger a year ahead was not dead-lettered")
 	}
-	if r := string(headers[group.HeaderReason]); key != "veh-1" || r != group.ReasonFutureHLC {
-		t.Fatalf("dead letter key %q reason %q, want veh-1 %s", key, r, group.ReasonFutureHLC)
+	if r := string(headers[deadletter.HeaderReason]); key != "veh-1" || r != deadletter.ReasonFutureHLC {
+		t.Fatalf("dead letter key %q reason %q, want veh-1 %s", key, r, deadletter.ReasonFutureHLC)
 	}
-	if e := string(headers[group.HeaderError]); !strings.Contains(e, "max skew 5m0s") {
+	if e := string(headers[deadletter.HeaderError]); !strings.Contains(e, "max skew 5m0s") {
 		t.Errorf("dead letter error %q does not give the skew", e)
 	}
 	if _, _, ok := h.changes.Next(); ok {

@@ -2,6 +2,7 @@ package occupancy_test
 
 import (
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestOversizedTriggersMoveOn(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	grouptest.CheckCutDown(t, cl, geofence.TopicTriggers, big)
-	for _, reason := range []string{group.ReasonBadKey, group.ReasonUndecodable} {
+	for _, reason := range []string{deadletter.ReasonBadKey, deadletter.ReasonUndecodable} {
 		if n := grouptest.Counter(t, reg, "fencestream_deadletters_total", "group", geofence.GroupOccupancyMembers, "reason", reason); n != 1 {
 			t.Errorf("fencestream_deadletters_total{reason=%q} = %v, want 1", reason, n)
 		}

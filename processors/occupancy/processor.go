@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"log/slog"
 	"time"
 
@@ -239,7 +240,7 @@ func handleTrigger(c *MembersContext, t *geofencepb.Trigger, cfg config, m *metr
 	// real trigger before then would be stale). As the debouncer does for
 	// pings (DESIGN rule 9).
 	if err := c.CheckFuture(hlc.Time(t.GetHlc())); err != nil {
-		c.DeadLetter(group.ReasonFutureHLC, fmt.Errorf("trigger %s: %w", t.GetTriggerId(), err))
+		c.DeadLetter(deadletter.ReasonFutureHLC, fmt.Errorf("trigger %s: %w", t.GetTriggerId(), err))
 		return nil
 	}
 	if cat := cfg.cat; cat != nil && !cat.EverHeld(t.GetFenceId()) && t.GetCatalogueVersion() <= cat.Version() {

@@ -3,6 +3,7 @@ package occupancy_test
 import (
 	"context"
 	"errors"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -182,12 +183,12 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 		edit   func(*geofencepb.Trigger)
 		reason string
 	}{
-		{"veh-1", func(t *geofencepb.Trigger) { t.FenceId = "" }, group.ReasonInvalid},
-		{"veh-1", func(t *geofencepb.Trigger) { t.TriggerId = "" }, group.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.FenceId = "" }, deadletter.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.TriggerId = "" }, deadletter.ReasonInvalid},
 		{"veh-2", func(*geofencepb.Trigger) {}, occupancy.ReasonForged}, // device_id is not the key
-		{"veh-1", func(t *geofencepb.Trigger) { t.Type = geofencepb.TriggerType_TRIGGER_TYPE_UNSPECIFIED }, group.ReasonInvalid},
-		{"veh-1", func(t *geofencepb.Trigger) { t.Type = 9 }, group.ReasonInvalid},
-		{"veh-1", func(t *geofencepb.Trigger) { t.Hlc = 0 }, group.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.Type = geofencepb.TriggerType_TRIGGER_TYPE_UNSPECIFIED }, deadletter.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.Type = 9 }, deadletter.ReasonInvalid},
+		{"veh-1", func(t *geofencepb.Trigger) { t.Hlc = 0 }, deadletter.ReasonInvalid},
 	}
 	for i, b := range bad {
 		tr := proto.Clone(good).(*geofencepb.Trigger)
@@ -197,7 +198,7 @@ func TestProcessorDeadLettersBadTriggers(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: not dead-lettered", i)
 		}
-		if key != b.key || string(hdr[group.HeaderReason]) != b.reason || string(hdr[group.HeaderSourceTopic]) != geofence.TopicTriggers {
+		if key != b.key || string(hdr[deadletter.HeaderReason]) != b.reason || string(hdr[deadletter.HeaderSourceTopic]) != geofence.TopicTriggers {
 			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
 		}
 		raw, _ := v.([]byte)
@@ -238,7 +239,7 @@ func TestProcessorDeadLettersForeignChanges(t *testing.T) {
 		b.edit(c)
 		h.tt.Consume(geofence.TopicOccupancyChanges, b.key, c)
 		hdr, key, _, ok := h.dlq.NextWithHeaders()
-		if !ok || key != b.key || string(hdr[group.HeaderSourceTopic]) != geofence.TopicOccupancyChanges || string(hdr[group.HeaderReason]) != group.ReasonInvalid {
+		if !ok || key != b.key || string(hdr[deadletter.HeaderSourceTopic]) != geofence.TopicOccupancyChanges || string(hdr[deadletter.HeaderReason]) != deadletter.ReasonInvalid {
 			t.Fatalf("case %d: dead letter %v %q %q", i, ok, key, hdr)
 		}
 	}
@@ -264,7 +265,7 @@ func TestProcessorMemberLimit(t *testing.T) {
 	h.send(trig("veh-1", "b", enter, 11))
 	h.send(trig("veh-1", "c", enter, 12))
 	hdr, key, _, ok := h.dlq.NextWithHeaders()
-	if !ok || key != "veh-1" || string(hdr[group.HeaderReason]) != occupancy.ReasonMemberLimit || !strings.Contains(string(hdr[group.HeaderError]), "max-members") {
+	if !ok || key != "veh-1" || string(hdr[deadletter.HeaderReason]) != occupancy.ReasonMemberLimit || !strings.Contains(string(hdr[deadletter.HeaderError]), "max-members") {
 		t.Fatalf("dead letter %v %q %q", ok, key, hdr)
 	}
 	if h.occ("c") != nil || len(h.device("veh-1").GetFences()) != 2 {
@@ -389,7 +390,7 @@ func TestUnknownFenceIsDeadLettered(t *testing.T) {
 	}
 	h := newHarness(t, occupancy.Catalogue(cat))
 	h.send(trig("veh-1", "nowhere", enter, 10)) // catalogue version 3: the catalogue has read that far
-	if hdr, key, _, ok := h.dlq.NextWithHeaders(); !ok || key != "veh-1" || string(hdr[group.HeaderReason]) != occupancy.ReasonUnknownFence {
+	if hdr, key, _, ok := h.dlq.NextWithHeaders(); !ok || key != "veh-1" || string(hdr[deadletter.HeaderReason]) != occupancy.ReasonUnknownFence {
 		t.Fatalf("dead letter %q %v %v, want veh-1 with reason unknown-fence", key, hdr, ok)
 	}
 	if occ := h.occ("nowhere"); occ != nil {
@@ -428,7 +429,7 @@ func TestProcessorDeadLettersForgedTriggers(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: not dead-lettered", i)
 		}
-		if key != "veh-0001" || string(hdr[group.HeaderReason]) != occupancy.ReasonForged || !strings.Contains(string(hdr[group.HeaderError]), "trigger_id") {
+		if key != "veh-0001" || string(hdr[deadletter.HeaderReason]) != occupancy.ReasonForged || !strings.Contains(string(hdr[deadletter.HeaderError]), "trigger_id") {
 			t.Fatalf("case %d: dead letter key %q headers %q", i, key, hdr)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"runtime"
 	"sync"
 	"testing"
@@ -288,7 +289,7 @@ func DeadLetters(h *Harness) []DeadLetter {
 		if !ok {
 			return out
 		}
-		out = append(out, DeadLetter{Key: key, Value: raw, Reason: string(hdrs[group.HeaderReason]), Err: string(hdrs[group.HeaderError])})
+		out = append(out, DeadLetter{Key: key, Value: raw, Reason: string(hdrs[deadletter.HeaderReason]), Err: string(hdrs[deadletter.HeaderError])})
 	}
 }
 

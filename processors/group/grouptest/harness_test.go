@@ -2,6 +2,7 @@ package grouptest_test
 
 import (
 	"fmt"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"runtime"
 	"strings"
 	"sync"
@@ -107,7 +108,7 @@ func TestHarness(t *testing.T) {
 		t.Errorf("a second Drain returned %v", again)
 	}
 	h.Consume(in, "", &testpb.Ping{DeviceId: "x"})
-	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != group.ReasonEmptyKey {
+	if dl := grouptest.DeadLetters(h); len(dl) != 1 || dl[0].Reason != deadletter.ReasonEmptyKey {
 		t.Errorf("dead letters %+v, want one empty-key", dl)
 	}
 }

@@ -3,6 +3,7 @@ package grouptest
 import (
 	"bytes"
 	"context"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/boundedlog"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -55,8 +55,8 @@ func ProduceOversized(t testing.TB, cl cluster.Config, topic, key string, partit
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	garbage := Garbage(OversizeBytes)
 	out := []Oversized{
-		{Reason: group.ReasonBadKey, KeyBytes: OversizeBytes, ValueBytes: len(value), Description: "1 MiB key"},
-		{Reason: group.ReasonUndecodable, KeyBytes: len(key), ValueBytes: OversizeBytes, Description: "1 MiB garbage value"},
+		{Reason: deadletter.ReasonBadKey, KeyBytes: OversizeBytes, ValueBytes: len(value), Description: "1 MiB key"},
+		{Reason: deadletter.ReasonUndecodable, KeyBytes: len(key), ValueBytes: OversizeBytes, Description: "1 MiB garbage value"},
 	}
 	recs := []*kgo.Record{
 		{Topic: topic, Partition: p, Key: bytes.Repeat([]byte("k"), OversizeBytes), Value: value},
@@ -98,14 +98,14 @@ func Header(r *kgo.Record, name string) string {
 // CheckCutDown reads the dead-letter topic until it holds the dead letter of
 // each record in want (by source topic, partition and offset), and fails the
 // test unless each is cut down: its reason, the original sizes, key and
-// value prefixes within group.CutKeyBytes and group.CutValueBytes. It
+// value prefixes within deadletter.CutKeyBytes and deadletter.CutValueBytes. It
 // returns every dead letter read.
 func CheckCutDown(t testing.TB, cl cluster.Config, topic string, want []Oversized) []*kgo.Record {
 	t.Helper()
 	find := func(recs []*kgo.Record, o Oversized) *kgo.Record {
 		for _, r := range recs {
-			if Header(r, group.HeaderSourceTopic) == topic && Header(r, group.HeaderSourcePartition) == strconv.Itoa(int(o.Partition)) &&
-				Header(r, group.HeaderSourceOffset) == strconv.FormatInt(o.Offset, 10) {
+			if Header(r, deadletter.HeaderSourceTopic) == topic && Header(r, deadletter.HeaderSourcePartition) == strconv.Itoa(int(o.Partition)) &&
+				Header(r, deadletter.HeaderSourceOffset) == strconv.FormatInt(o.Offset, 10) {
 				return r
 			}
 		}
@@ -122,14 +122,14 @@ func CheckCutDown(t testing.TB, cl cluster.Config, topic string, want []Oversize
 	for _, o := range want {
 		r := find(recs, o)
 		got := map[string]string{}
-		for _, h := range []string{group.HeaderReason, group.HeaderCutDown, group.HeaderKeyBytes, group.HeaderValueBytes} {
+		for _, h := range []string{deadletter.HeaderReason, deadletter.HeaderCutDown, deadletter.HeaderKeyBytes, deadletter.HeaderValueBytes} {
 			got[h] = Header(r, h)
 		}
-		if got[group.HeaderReason] != o.Reason || got[group.HeaderCutDown] != "true" ||
-			got[group.HeaderKeyBytes] != strconv.Itoa(o.KeyBytes) || got[group.HeaderValueBytes] != strconv.Itoa(o.ValueBytes) ||
-			len(r.Key) > group.CutKeyBytes || len(r.Value) > group.CutValueBytes {
+		if got[deadletter.HeaderReason] != o.Reason || got[deadletter.HeaderCutDown] != "true" ||
+			got[deadletter.HeaderKeyBytes] != strconv.Itoa(o.KeyBytes) || got[deadletter.HeaderValueBytes] != strconv.Itoa(o.ValueBytes) ||
+			len(r.Key) > deadletter.CutKeyBytes || len(r.Value) > deadletter.CutValueBytes {
 			t.Errorf("dead letter of the %s: headers %v, key %d bytes, value %d bytes; want reason %s, cut down, sizes %d and %d, prefixes within %d and %d",
-				o.Description, got, len(r.Key), len(r.Value), o.Reason, o.KeyBytes, o.ValueBytes, group.CutKeyBytes, group.CutValueBytes)
+				o.Description, got, len(r.Key), len(r.Value), o.Reason, o.KeyBytes, o.ValueBytes, deadletter.CutKeyBytes, deadletter.CutValueBytes)
 		}
 	}
 	return recs
