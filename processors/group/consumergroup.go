@@ -27,17 +27,24 @@ import (
 // Each session's marks go through inOrder, so an offset is committed only
 // once every earlier input of its partition finished (see inorder.go).
 func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
+	return gatedConsumerGroupBuilder(sc, nil)
+}
+
+// gatedConsumerGroupBuilder is ConsumerGroupBuilder whose in-order marks
+// pass through gate (nil: none; recordcache.go).
+func gatedConsumerGroupBuilder(sc *sarama.Config, gate *markGate) goka.ConsumerGroupBuilder {
 	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
 		cg, err := goka.ConsumerGroupBuilderWithConfig(ownConfig(sc))(brokers, group, clientID) // its own copy: see clients.go
 		if err != nil {
 			return nil, err
 		}
-		return &sessionLoop{ConsumerGroup: cg}, nil
+		return &sessionLoop{ConsumerGroup: cg, gate: gate}, nil
 	}
 }
 
 type sessionLoop struct {
 	sarama.ConsumerGroup
+	gate *markGate
 }
 
 // minSession is how long a session must last not to count as a churn; churning
@@ -52,7 +59,7 @@ func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sara
 	churn := Backoff{First: 50 * time.Millisecond, Max: maxChurnBackoff}
 	for {
 		start := time.Now()
-		if err := s.ConsumerGroup.Consume(ctx, topics, newInOrder(handler)); err != nil {
+		if err := s.ConsumerGroup.Consume(ctx, topics, &inOrder{ConsumerGroupHandler: handler, gate: s.gate}); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

@@ -41,6 +41,7 @@ type runConfig struct {
 	committed    func(topic string, partition int32) (int64, bool)
 	retry        retryConfig   // see reconnect.go
 	topicEvery   time.Duration // see topicwatch.go
+	cache        cacheConfig   // see recordcache.go
 }
 
 // defaultRunConfig is the one place the processor's defaults are written.
@@ -57,6 +58,7 @@ func defaultRunConfig() runConfig {
 		flush:      DefaultProducerFlush,
 		retry:      retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset},
 		topicEvery: DefaultTopicCheck,
+		cache:      cacheConfig{every: DefaultCommitInterval},
 	}
 }
 
@@ -103,6 +105,7 @@ func (c *runConfig) validate() error {
 	if c.topicEvery <= 0 {
 		bad("TopicCheckInterval: must be positive, got %s", c.topicEvery)
 	}
+	errs = append(errs, c.cache.validate()...)
 	return errors.Join(errs...)
 }
 
