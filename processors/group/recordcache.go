@@ -104,12 +104,14 @@ type recordCache struct {
 	flushMu      sync.Mutex // one flush at a time; a partition is dropped between flushes
 	kick         chan struct{}
 	m            *cacheMetrics
+	hits, misses prometheus.Counter // m's, of this group (a record pays no label lookup)
 	log          *slog.Logger
 }
 
 func newRecordCache(cfg cacheConfig, table, group string, m *cacheMetrics, log *slog.Logger) *recordCache {
 	c := &recordCache{budget: cfg.bytes, every: cfg.every, parts: map[int32]map[string]*rcEntry{},
 		stores: map[int32]storage.Storage{}, table: table, group: group, kick: make(chan struct{}, 1), m: m, log: log}
+	c.hits, c.misses = m.hits.WithLabelValues(group), m.misses.WithLabelValues(group)
 	c.gate = &markGate{held: map[gateKey]int64{}, flush: c.flush}
 	return c
 }
@@ -122,10 +124,10 @@ func (c *recordCache) take(p int32, key string) (env *kitpb.Envelope, st any, ok
 	defer c.mu.Unlock()
 	e := c.parts[p][key]
 	if e == nil {
-		c.m.misses.WithLabelValues(c.group).Inc()
+		c.misses.Inc()
 		return nil, nil, false
 	}
-	c.m.hits.WithLabelValues(c.group).Inc()
+	c.hits.Inc()
 	if e.deleted {
 		return nil, nil, true
 	}
@@ -184,10 +186,15 @@ func (c *recordCache) write(p int32, key string, n *rcEntry) {
 	}
 	c.mu.Unlock()
 	if over {
-		select {
-		case c.kick <- struct{}{}:
-		default:
-		}
+		c.flushSoon()
+	}
+}
+
+// flushSoon has the flusher flush now rather than at the interval's end.
+func (c *recordCache) flushSoon() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -496,6 +503,16 @@ func (in *instance[S, PS]) recordCache(cfg *runConfig, sc *sarama.Config, broker
 	pc.Producer.Partitioner = sarama.NewManualPartitioner
 	pc.Producer.Return.Successes, pc.Producer.Return.Errors = true, true
 	c.newProducer = func() (sarama.SyncProducer, error) { return sarama.NewSyncProducer(brokers, pc) }
+	// A key waiting for the commit (record.awaitRoom) waits for marks the
+	// cache holds: it flushes at once rather than at the interval's end.
+	hurry := in.rt.hurry
+	in.rt.hurry = func() func() {
+		c.flushSoon()
+		if hurry == nil {
+			return func() {}
+		}
+		return hurry()
+	}
 	in.rc = c
 	return c, nil
 }
