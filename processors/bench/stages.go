@@ -107,6 +107,9 @@ func (e *env) groupOpts() []group.Opt {
 	if e.timerEvery > 0 {
 		opts = append(opts, group.TimerInterval(e.timerEvery))
 	}
+	if e.cfg.RecordCache > 0 {
+		opts = append(opts, group.RecordCache(e.cfg.RecordCache))
+	}
 	return opts
 }
 

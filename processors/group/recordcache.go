@@ -49,10 +49,13 @@ import (
 // under the 100 ms the pipeline's ping → occupancy p99 allows.
 const DefaultCommitInterval = 50 * time.Millisecond
 
+// DefaultRecordCache is the record cache's budget by default: 0, off (every
+// callback writes its key's value through Goka).
+const DefaultRecordCache = 0
+
 // RecordCache keeps up to bytes of dirty table values (encoded envelopes) in
-// memory and writes each key once per CommitInterval (default 0: off, every
-// callback writes its key's value to the store and the changelog through
-// Goka). Ignored with Tester, which commits nothing.
+// memory and writes each key once per CommitInterval (default
+// DefaultRecordCache; 0 is off). Ignored with Tester, which commits nothing.
 func RecordCache(bytes int) Opt { return func(c *runConfig) { c.cache.bytes = bytes } }
 
 // CommitInterval sets how often the record cache flushes dirty values and
