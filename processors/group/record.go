@@ -79,6 +79,8 @@ type record[S any, PS codecs.Message[S]] struct {
 	written     bool // commit wrote (or deleted) the key's table value
 	cached      bool // env came from the record cache (recordcache.go)
 	cacheWrote  bool // commit wrote to the record cache
+	// stBytes is st encoded, once commit encoded it (EmitOnChange).
+	stBytes []byte
 }
 
 func newRecord[S any, PS codecs.Message[S]](in *instance[S, PS], gctx goka.Context, value any) *record[S, PS] {
@@ -374,6 +376,9 @@ func (r *record[S, PS]) commit() {
 		}
 		return
 	}
+	if r.dirty && g.rt.onChange && r.unchanged() {
+		r.dirty = false // EmitOnChange: the same bytes are no write
+	}
 	if !r.dirty && !r.timersDirty && (!r.recording || len(r.outputs) == 0 || r.envelope() == nil) {
 		// Nothing to store. A handler that emitted without changing the state
 		// of a key that has an envelope still records its outputs (so a
@@ -393,7 +398,7 @@ func (r *record[S, PS]) commit() {
 	if r.dirty {
 		env.State, env.HasState = nil, false
 		if !r.deleted {
-			st, err := marshalOpts.Marshal(r.st)
+			st, err := r.encodedState()
 			if err != nil {
 				c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", g.name, c.Key(), err))
 				return
