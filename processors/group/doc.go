@@ -63,6 +63,23 @@
 // stored: redelivered, those inputs are new to the stored cursor and run
 // again on that same state, emitting the same records.
 //
+// Emit on change (KIP-557): an input on a stream without order (or a visit)
+// whose handler sets the state it found, byte for byte (or deletes an absent
+// one), emits nothing and changes no timer writes nothing to the table or its
+// changelog, not even its cursor's advance (counted in
+// fencestream_unchanged_writes_skipped_total). A replay of it is a no-op too,
+// so nothing needs to recognise one: redelivered before the key's next write,
+// it is new to the stored cursor and runs again on the same state, changing
+// nothing again; redelivered after a later input's write moved the cursor
+// past it, it is a replay the cursor does not list, which the kit knows had
+// no outputs when it is at or above the committed offset (no-outputs) — and
+// where commits are unknown it counts as beyond-window, with the same effect:
+// nothing applied, nothing emitted. An ordered input always writes: its HLC
+// and digest in the cursor are what make a later input with an HLC not above
+// it stale (or a duplicate, or a copy), so skipping it would let a later
+// input be applied out of order. Like a deferred advance, a skipped input
+// does not record the partition's stream time in the key's envelope.
+//
 // Where it lives: every input takes one record path (record.go: admit,
 // dedupe, run, commit, release, in that order, each written once), and what
 // the path decides — is this input applied already, what does applying it

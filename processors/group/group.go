@@ -93,7 +93,6 @@ type instance[S any, PS codecs.Message[S]] struct {
 
 // runtime is what callbacks read of the processor's options.
 type runtime struct {
-	onChange   bool // EmitOnChange
 	window     int
 	maxSkew    time.Duration
 	now        func() time.Time

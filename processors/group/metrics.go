@@ -20,7 +20,7 @@ type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
 	stateDamaged, processorRestarts, stateUndecodable,
 	timersFired, timerErrors, timerTicks, lateRecords, windowWaits,
-	deadLettersCut *prometheus.CounterVec
+	deadLettersCut, unchanged *prometheus.CounterVec
 	recovery *recoveryCollector
 	// versionedRecords: versioned tables' dropped puts and unanswerable reads (versioned.go).
 	versionedRecords *prometheus.CounterVec
@@ -86,6 +86,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lateRecords: counterVec("fencestream_window_late_records_total",
 			"Records that fell only into windows already closed (end plus grace passed in stream time); dropped from the aggregate.",
 			"group", "windows"),
+		unchanged: counterVec("fencestream_unchanged_writes_skipped_total",
+			"Inputs whose handler set the state it found (byte for byte), emitted nothing and changed no timer: nothing was written to the table or its changelog (emit on change).",
+			"group", "topic"),
 		windowWaits: counterVec("fencestream_replay_window_waits_total",
 			"Times an input waited before being applied, its key having ReplayWindow inputs on its partition that the group had not committed yet (commits stalled, as in a broker outage, or one key hotter than the window per commit); one per wait.",
 			"group", "topic"),
@@ -102,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range []**prometheus.CounterVec{&m.recordsProcessed, &m.deadLetters, &m.hlcStale, &m.replays, &m.handlerPanics,
-		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits, &m.deadLettersCut} {
+		&m.stateDamaged, &m.processorRestarts, &m.stateUndecodable, &m.timersFired, &m.timerErrors, &m.timerTicks, &m.lateRecords, &m.windowWaits, &m.deadLettersCut, &m.unchanged} {
 		var err error
 		*c, err = RegisterCollector(reg, *c)
 		errs = append(errs, err)

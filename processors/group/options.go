@@ -58,7 +58,7 @@ func defaultRunConfig() runConfig {
 		flush:      DefaultProducerFlush,
 		retry:      retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset},
 		topicEvery: DefaultTopicCheck,
-		cache:      cacheConfig{bytes: DefaultRecordCache, every: DefaultCommitInterval, onChange: DefaultEmitOnChange},
+		cache:      cacheConfig{bytes: DefaultRecordCache, every: DefaultCommitInterval},
 	}
 }
 

@@ -366,7 +366,7 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 // instance makes a build of g with the options of cfg.
 func (g *Group[S, PS]) instance(cfg *runConfig, m *metrics, idx *timerIndex) *instance[S, PS] {
 	in := &instance[S, PS]{Group: g, m: m, index: idx, clock: newStreamClock(cfg.idle), handles: g.handles, states: newStateCache[PS](g.stateBudget),
-		rt: runtime{onChange: cfg.cache.onChange, window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
+		rt: runtime{window: cfg.window, maxSkew: cfg.maxSkew, now: cfg.now, maxTimers: cfg.maxTimers, timerEvery: cfg.timerEvery, committed: cfg.committed, waits: cfg.tester == nil,
 			deadLetterBytes: deadLetterLimit(sarama.NewConfig().Producer.MaxMessageBytes, kafkaMaxMessageBytes)}}
 	in.digestBufs.New = func() any { b := make([]byte, 0, 256); return &b }
 	return in

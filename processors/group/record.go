@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -79,8 +80,6 @@ type record[S any, PS codecs.Message[S]] struct {
 	written     bool // commit wrote (or deleted) the key's table value
 	cached      bool // env came from the record cache (recordcache.go)
 	cacheWrote  bool // commit wrote to the record cache
-	// stBytes is st encoded, once commit encoded it (EmitOnChange).
-	stBytes []byte
 }
 
 func newRecord[S any, PS codecs.Message[S]](in *instance[S, PS], gctx goka.Context, value any) *record[S, PS] {
@@ -376,9 +375,6 @@ func (r *record[S, PS]) commit() {
 		}
 		return
 	}
-	if r.dirty && g.rt.onChange && r.unchanged() {
-		r.dirty = false // EmitOnChange: the same bytes are no write
-	}
 	if !r.dirty && !r.timersDirty && (!r.recording || len(r.outputs) == 0 || r.envelope() == nil) {
 		// Nothing to store. A handler that emitted without changing the state
 		// of a key that has an envelope still records its outputs (so a
@@ -389,6 +385,17 @@ func (r *record[S, PS]) commit() {
 	if !r.dirty && !r.timersDirty && !r.ordered && r.deferAdvance() {
 		return // a hop that only routed: its advance goes with the key's next write
 	}
+	var st []byte
+	if r.dirty && !r.deleted {
+		var err error
+		if st, err = marshalOpts.Marshal(r.st); err != nil {
+			c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", g.name, c.Key(), err))
+			return
+		}
+	}
+	if r.unchanged(st) {
+		return // emit on change: nothing to write (package doc)
+	}
 	env := r.envelope()
 	if env == nil { // a decoded value, or one taken out of the cache: ours to change
 		env = &kitpb.Envelope{}
@@ -396,15 +403,7 @@ func (r *record[S, PS]) commit() {
 	}
 	r.touched = true
 	if r.dirty {
-		env.State, env.HasState = nil, false
-		if !r.deleted {
-			st, err := r.encodedState()
-			if err != nil {
-				c.g.Fail(fmt.Errorf("group %s: encoding state of %q: %w", g.name, c.Key(), err))
-				return
-			}
-			env.State, env.HasState = st, true
-		}
+		env.State, env.HasState = st, !r.deleted
 		if sc := g.states; sc != nil {
 			if r.deleted {
 				sc.drop(c.Partition(), c.Key())
@@ -428,6 +427,35 @@ func (r *record[S, PS]) commit() {
 	if r.deferredOn != 0 {
 		g.deferred.Written(c.Partition(), c.Key())
 	}
+}
+
+// unchanged reports whether the handler's write leaves the key's table value
+// as it is: an unordered input (or a visit) that set the state to its stored
+// bytes (st), or deleted an absent one, and emitted nothing and changed no
+// timer. Then nothing is written (the package doc says why a redelivery
+// stays correct), and the record releases the envelope as read.
+func (r *record[S, PS]) unchanged(st []byte) bool {
+	if !r.dirty || r.timersDirty || len(r.outputs) > 0 || r.ordered {
+		return false
+	}
+	env := r.envelope()
+	if r.deleted {
+		if env.GetHasState() {
+			return false
+		}
+	} else if !env.GetHasState() || !bytes.Equal(env.GetState(), st) {
+		return false
+	}
+	// The state handed back is the stored one: the caches may keep it.
+	r.dirty = false
+	if !r.deleted {
+		r.heldSt = r.st
+		if sc := r.c.grp.states; sc != nil { // nil when the envelope cache keeps states
+			sc.put(r.c.Partition(), r.c.Key(), env.GetState(), r.st)
+		}
+	}
+	r.c.grp.m.unchanged.WithLabelValues(r.c.grp.name, r.c.Topic()).Inc()
+	return true
 }
 
 // deferAdvance keeps the advance of this callback's input in memory instead

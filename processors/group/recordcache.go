@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -63,21 +62,9 @@ func RecordCache(bytes int) Opt { return func(c *runConfig) { c.cache.bytes = by
 // releases the input offsets they cover (default DefaultCommitInterval).
 func CommitInterval(d time.Duration) Opt { return func(c *runConfig) { c.cache.every = d } }
 
-// DefaultEmitOnChange is whether a state set to the bytes it had is no
-// write, by default: off (every SetState writes).
-const DefaultEmitOnChange = false
-
-// EmitOnChange makes a SetState that leaves the state's encoding as it was
-// write nothing (Kafka Streams' KIP-557), with the record cache or without
-// (default DefaultEmitOnChange). It is the rule for a handler that leaves
-// the state alone: an input that changed nothing and emitted nothing is not
-// recorded, and run again after a redelivery it changes nothing again.
-func EmitOnChange(on bool) Opt { return func(c *runConfig) { c.cache.onChange = on } }
-
 type cacheConfig struct {
-	bytes    int
-	every    time.Duration
-	onChange bool
+	bytes int
+	every time.Duration
 }
 
 func (c cacheConfig) validate() []error {
@@ -603,31 +590,4 @@ func (r *record[S, PS]) releaseCached() bool {
 		g.rc.untake(p, key, r.env, st)
 	}
 	return true
-}
-
-// unchanged reports whether the state the handler set encodes to the bytes
-// the key's envelope holds (a delete of a key without state too).
-func (r *record[S, PS]) unchanged() bool {
-	env := r.envelope()
-	if r.deleted {
-		return !env.GetHasState()
-	}
-	if !env.GetHasState() {
-		return false
-	}
-	b, err := r.encodedState()
-	return err == nil && bytes.Equal(b, env.GetState())
-}
-
-// encodedState is the handler's state encoded, once per callback.
-func (r *record[S, PS]) encodedState() ([]byte, error) {
-	if r.stBytes != nil {
-		return r.stBytes, nil
-	}
-	b, err := marshalOpts.Marshal(r.st)
-	if err == nil && b == nil {
-		b = []byte{}
-	}
-	r.stBytes = b
-	return b, err
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,44 +258,4 @@ func TestRecordCacheChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.Run(context.Background()) // until killed
-}
-
-// TestEmitOnChange: a handler that sets its key's state to what it was
-// writes the key once (the first time), not once per input; without the
-// option every SetState writes.
-func TestEmitOnChange(t *testing.T) {
-	if testing.Short() {
-		t.Skip("broker test")
-	}
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprint("on=", on), func(t *testing.T) {
-			cl := embeddedtest.Cluster(t)
-			topo := testTopology(2)
-			kc := embeddedtest.Client(t, cl)
-			adm := kadm.NewClient(kc)
-			if err := topo.Ensure(context.Background(), adm); err != nil {
-				t.Fatal(err)
-			}
-			const perKey = 20
-			produceCounts(t, kc, []string{"a", "b"}, perKey)
-			var calls atomic.Int64
-			same := func(_ outT, c *ctxT, p *geofencepb.Ping) error {
-				calls.Add(1)
-				c.SetState(&geofencepb.DeviceState{DeviceId: c.Key()})
-				return nil
-			}
-			p, err := validGroupOut(topo, same).Processor(context.Background(), cl, group.StateDir(t.TempDir()), group.EmitOnChange(on))
-			if err != nil {
-				t.Fatal(err)
-			}
-			runFor(t, p, "run", func() bool { return calls.Load() == 2*perKey && committedSum(t, adm) == 2*perKey })
-			want := int64(2)
-			if !on {
-				want = 2 * perKey
-			}
-			if got := endOffsets(t, adm, topicTab); got != want {
-				t.Errorf("%d table records, want %d", got, want)
-			}
-		})
-	}
 }
