@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -104,12 +105,13 @@ func TestRecordCacheOneChangelogRecordPerKey(t *testing.T) {
 	produceCounts(t, kc, cold, 3)
 	total := int64(hot + 3*len(cold))
 	dir := t.TempDir()
+	reg := prometheus.NewRegistry()
 	build := func() *group.Processor {
 		// One interval for the whole run: the flush is the one at the stop
 		// (a window of uncommitted inputs as large as the run, so the hot key
 		// never waits for a commit, which flushes at once).
 		p, err := validGroupOut(topo, countPings).Processor(context.Background(), cl, group.StateDir(dir),
-			group.RecordCache(1<<20), group.CommitInterval(time.Hour), group.ReplayWindow(2*hot))
+			group.RecordCache(1<<20), group.CommitInterval(time.Hour), group.ReplayWindow(2*hot), group.Registerer(reg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,6 +129,11 @@ func TestRecordCacheOneChangelogRecordPerKey(t *testing.T) {
 	}
 	if got := committedSum(t, adm); got != total {
 		t.Errorf("committed %d inputs, want %d", got, total)
+	}
+	// Every input but each key's first found its key in the cache.
+	keys := float64(1 + len(cold))
+	if hits, flushed := counter(t, reg, "fencestream_record_cache_hits_total"), counter(t, reg, "fencestream_record_cache_flushed_keys_total"); hits != float64(total)-keys || flushed != keys {
+		t.Errorf("metrics: %v hits, %v keys flushed; want %v and %v", hits, flushed, float64(total)-keys, keys)
 	}
 
 	produceCounts(t, kc, []string{"hot"}, 1)
