@@ -5,9 +5,9 @@ import (
 	"sync"
 
 	"github.com/lovoo/goka/storage"
-	protov2 "google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
+	"github.com/fencestream/fencestream/processors/group/internal/once"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
 )
 
@@ -33,10 +33,6 @@ import (
 func CacheEnvelopes[S any, PS codecs.Message[S]](g *Group[S, PS], budget int) {
 	g.envBudget = max(budget, 0)
 }
-
-// cachedSize is the size of an envelope just encoded (encodeEnvelope leaves
-// every size cache filled), read without a second pass over it.
-var cachedSize = protov2.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
 // envEntry is one key's cached envelope. Entries stay in their partition's
 // map while a callback holds them, so a key's next write updates its entry
@@ -108,7 +104,7 @@ func (c *envCache) take(partition int32, key string) *envEntry {
 // holds for key as of now, in held (the entry the callback took, nil: none)
 // or a new entry; it evicts other keys when full.
 func (c *envCache) put(partition int32, key string, held *envEntry, env *kitpb.Envelope, st any) {
-	size := len(envelopeMagic) + cachedSize.Size(env)
+	size := once.EncodedSize(env)
 	var stored []byte
 	if c.verify {
 		b, err := encodeEnvelope(env)

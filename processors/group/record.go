@@ -25,10 +25,11 @@ import (
 //	         already (a replay re-emits what it emitted then) and a new input
 //	         waits while its key's replay window is full of uncommitted ones;
 //	run      the handler, with the Context, then the key's TTL touch;
-//	commit   the state, the input's position and outputs (once.Bounds.Record)
-//	         and the timers go to the table in one Goka SetValue, or the
-//	         advance is deferred to the key's next write; the due-time index
-//	         learns the key's timers;
+//	commit   the state, the input's position and outputs (once.Advance,
+//	         once.Bounds.Trim) and the timers go to the table in one Goka
+//	         SetValue; or the advance is deferred to the key's next write; or,
+//	         when the handler changed nothing (emit on change), nothing is
+//	         written; the due-time index learns the key's timers;
 //	release  the envelope goes back to the envelope cache.
 //
 // A record that admit or dedupe refuses is dead-lettered (or replayed) and
