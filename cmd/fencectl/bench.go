@@ -47,6 +47,7 @@ ARE DELETED and recreated.`)
 	storage := statestore.Default
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
+	recordCache := c.fs.Int("record-cache", 0, "processors' record cache in bytes (group.RecordCache; 0: the kit's default)")
 	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
 	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
 	profileDir := c.fs.String("cpuprofile", "", "directory to write a CPU profile (STAGE.pprof) and allocation profiles (STAGE.allocs, base STAGE.allocs-start) of each throughput stage to (empty: none)")
@@ -63,7 +64,7 @@ ARE DELETED and recreated.`)
 	}
 	res, err := bench.Run(ctx, bench.Config{
 		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
-		Storage: storage, Flush: *flush, Partitions: int32(*partitions), Progress: stderr,
+		Storage: storage, Flush: *flush, RecordCache: *recordCache, Partitions: int32(*partitions), Progress: stderr,
 		Triggers: skipIfZero(*triggers), TriggerDevices: *triggerDevices,
 		Profile: stageProfiles(*profileDir, stderr),
 	})

@@ -62,6 +62,9 @@ type Config struct {
 	Storage statestore.Kind
 	// Flush is the processors' producer flush (negative: the group default).
 	Flush time.Duration
+	// RecordCache is the processors' record cache in bytes (group.RecordCache;
+	// 0: the group default).
+	RecordCache int
 	// Partitions of the keyed topics (default topology.DefaultPartitions).
 	Partitions int32
 	// Progress receives one line per step (default: discarded).
@@ -163,15 +166,16 @@ type Result struct {
 		GoVersion string `json:"go"`
 	} `json:"machine"`
 	Config struct {
-		Pings      int     `json:"pings"`
-		Devices    int     `json:"devices"`
-		Partitions int32   `json:"partitions"`
-		Storage    string  `json:"storage"`
-		FlushMs    float64 `json:"producer_flush_ms"`
-		WindowS    float64 `json:"window_s"`
-		IntervalS  float64 `json:"ping_interval_s"`
-		Fences     int     `json:"fences"`
-		Broker     string  `json:"broker"`
+		Pings       int     `json:"pings"`
+		Devices     int     `json:"devices"`
+		Partitions  int32   `json:"partitions"`
+		Storage     string  `json:"storage"`
+		FlushMs     float64 `json:"producer_flush_ms"`
+		RecordCache int     `json:"record_cache_bytes,omitempty"`
+		WindowS     float64 `json:"window_s"`
+		IntervalS   float64 `json:"ping_interval_s"`
+		Fences      int     `json:"fences"`
+		Broker      string  `json:"broker"`
 	} `json:"config"`
 	RawConsumer Stage `json:"a_raw_consumer"`
 	GokaCounter Stage `json:"b_goka_counter"`
@@ -244,6 +248,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Config.WindowS = cfg.Window.Seconds()
 	res.Config.IntervalS = cfg.Interval.Seconds()
 	res.Config.FlushMs = -1
+	res.Config.RecordCache = cfg.RecordCache
 	if cfg.Flush >= 0 {
 		res.Config.FlushMs = float64(cfg.Flush) / float64(time.Millisecond)
 	}

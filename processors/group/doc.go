@@ -131,6 +131,40 @@
 // cached envelope is always exactly what the partition's store holds (every
 // write of the store invalidates it), so the guarantee above is unchanged.
 //
+// # Record cache
+//
+// With RecordCache (off by default) a callback's table write goes to a
+// bounded per-processor cache of encoded envelopes, and every CommitInterval
+// (default DefaultCommitInterval, 50 ms), when the dirty bytes pass the
+// budget, when a key waits for the commit (record.awaitRoom) and when a
+// session ends, each dirty key's latest value is written once: to the
+// changelog by the kit's own producer and, acknowledged, to the partition's
+// store with the changelog offset, as Goka's own writes record it. Kafka
+// Streams' cache.max.bytes.buffering and commit.interval.ms. Outputs are not
+// held back: they are produced from the callback as before, so latency is
+// unchanged.
+//
+// Why the kit writes, not Goka: Goka writes a key's value only from that
+// key's own callback, so coalescing through it would take a record per
+// flushed key through a topic — the round trip the cache is there to save.
+// The kit already owns what a write touches: the stores (its storage builders
+// wrap them; the envelope cache and the timer index see the flush's writes
+// as they see Goka's) and the commits (the in-order consumer group, whose
+// marks a record cache holds back in a markGate).
+//
+// Why it is still effectively-once: an input's offset is handed to sarama
+// only after every table write made before the input was marked is in the
+// changelog and the store (a flush takes the held marks first, then writes
+// every key dirty at that moment, then hands the marks over). A crash, a
+// kill -9 or a lost partition before that drops the dirty values and the
+// held marks together, so those inputs are redelivered to a stored envelope
+// that never saw them: they are new to it, run again on the state they first
+// saw, and emit the same records byte for byte (the argument of
+// once.Deferred for routing hops, which keep their advances in memory the
+// same way). A consumer that drops duplicates sees them once; no state
+// change is applied twice. Goka's tester commits nothing, so RecordCache is
+// ignored with Tester.
+//
 // Visits (Processor.VisitAll) have no input to replay, so time-driven work
 // goes through a record: timers. The kit itself runs no visit.
 //

@@ -83,7 +83,8 @@ type instance[S any, PS codecs.Message[S]] struct {
 	// none, statecache.go). All three are this build's own.
 	deferred once.Deferred
 	states   *stateCache[PS]
-	envs     *envCache // CacheEnvelopes' (nil: none, envcache.go)
+	envs     *envCache    // CacheEnvelopes' (nil: none, envcache.go)
+	rc       *recordCache // RecordCache's (nil: none, recordcache.go)
 	// cacheStates: CacheStates' states are kept in envs' entries (states
 	// is nil then).
 	cacheStates bool

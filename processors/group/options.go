@@ -91,6 +91,7 @@ type config struct {
 	committed    func(topic string, partition int32) (int64, bool)
 	retry        retryConfig   // see reconnect.go
 	topicEvery   time.Duration // see topicwatch.go
+	cache        cacheConfig   // see recordcache.go
 }
 
 // defaultConfig is the one place the group's and the processor's defaults
@@ -108,6 +109,7 @@ func defaultConfig() config {
 		flush:      DefaultProducerFlush,
 		retry:      retryConfig{min: DefaultRestartMin, max: DefaultRestartMax, reset: DefaultRestartReset},
 		topicEvery: DefaultTopicCheck,
+		cache:      cacheConfig{bytes: DefaultRecordCache, every: DefaultCommitInterval},
 	}
 }
 
@@ -177,6 +179,7 @@ func (c *config) validate() error {
 	if c.topicEvery <= 0 {
 		bad("TopicCheckInterval: must be positive, got %s", c.topicEvery)
 	}
+	errs = append(errs, c.cache.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -36,6 +36,8 @@ func TestOptionsAreValidated(t *testing.T) {
 		{group.RestartBackoff(0, time.Second), "RestartBackoff:"},
 		{group.Registerer(nil), "Registerer: nil registerer"},
 		{group.Now(nil), "Now: nil clock"},
+		{group.RecordCache(-1), "RecordCache: must not be negative"},
+		{group.CommitInterval(0), "CommitInterval: must be positive"},
 	} {
 		_, err := validGroup(testTopology(1), ignorePing).Processor(context.Background(), cluster.Config{}, group.Tester(tester.New(t)), tc.opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "group "+testGroup) {

@@ -41,7 +41,8 @@ type Processor struct {
 	health  *health
 	retry   retryConfig
 	m       *metrics
-	topics  *topicWatch // nil with Tester
+	topics  *topicWatch  // nil with Tester
+	rcache  *recordCache // RecordCache's (nil: off)
 	// stopWait bounds the wait for Goka to stop (0: DefaultStopWait).
 	stopWait time.Duration
 }
@@ -190,6 +191,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	var built atomic.Pointer[Processor] // for the storage's callbacks, set once built
 	var dir string
 	var watch *topicWatch
+	var rc *recordCache
 	if cfg.tester != nil {
 		popts = append(popts, goka.WithTester(cfg.tester), goka.WithStorageBuilder(indexed(cfg.tester.StorageBuilder())))
 		newEmitter = func() (*goka.Emitter, error) {
@@ -241,6 +243,13 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 		if err != nil {
 			return nil, fmt.Errorf("group %s: %w", g.name, err)
 		}
+		if rc, err = in.recordCache(&cfg, sc, cl.Brokers, g.log); err != nil {
+			return nil, fmt.Errorf("group %s: %w", g.name, err)
+		} else if rc != nil {
+			popts = append(popts, goka.WithConsumerGroupBuilder(kafka.GatedConsumerGroupBuilder(sc, rc.gate)))
+			inner := indexed
+			indexed = func(b storage.Builder) storage.Builder { return rc.storageBuilder(inner(b)) }
+		}
 		popts = append(popts, goka.WithStorageBuilder(indexed(sb)))
 		if cfg.hotStandby {
 			popts = append(popts, goka.WithHotStandby())
@@ -272,7 +281,7 @@ func (g *Group[S, PS]) Processor(ctx context.Context, cl cluster.Config, opts ..
 	if err != nil {
 		return nil, err
 	}
-	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl, m: m, topics: watch}
+	proc := &Processor{build: buildGoka, name: g.name, log: g.log, dir: dir, health: health, retry: cfg.retry, commits: commits, cl: cl, m: m, topics: watch, rcache: rc}
 	if cfg.tester != nil {
 		proc.build = nil // the tester's processor runs once
 	}
@@ -314,6 +323,13 @@ func (p *Processor) Run(ctx context.Context) (err error) {
 		polled := make(chan struct{})
 		go func() { defer close(polled); p.commits.run(pollCtx, p.cl, p.name, DefaultCommitPoll, p.log) }()
 		defer func() { stopPoll(); <-polled }()
+	}
+	if p.rcache != nil {
+		// Flushes until Goka has stopped (a defer runs after Goka's Run).
+		rcCtx, stopRC := context.WithCancel(context.Background())
+		flushed := make(chan struct{})
+		go func() { defer close(flushed); p.rcache.run(rcCtx) }()
+		defer func() { stopRC(); <-flushed }()
 	}
 	gokaCtx := ctx
 	if p.topics != nil {

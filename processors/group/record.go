@@ -80,6 +80,8 @@ type record[S any, PS codecs.Message[S]] struct {
 	purge       bool // remove the key's whole table value (state TTL)
 	ticked      bool // a kit timer tick is being handled
 	written     bool // commit wrote (or deleted) the key's table value
+	cached      bool // env came from the record cache (recordcache.go)
+	cacheWrote  bool // commit wrote to the record cache
 }
 
 func newRecord[S any, PS codecs.Message[S]](in *instance[S, PS], gctx goka.Context, value any) *record[S, PS] {
@@ -289,7 +291,8 @@ func (r *record[S, PS]) envelope() *kitpb.Envelope {
 	}
 	r.envRead = true
 	c, g := &r.c, r.c.grp
-	if e := g.envs.take(c.Partition(), c.Key()); e != nil {
+	if r.fromCache() {
+	} else if e := g.envs.take(c.Partition(), c.Key()); e != nil {
 		r.env, r.held = e.env, e
 		r.heldSt, _ = e.st.(PS)
 	} else {
@@ -369,7 +372,9 @@ func (r *record[S, PS]) commit() {
 	defer r.indexTimers()
 	c, g := &r.c, r.c.grp
 	if r.purge {
-		c.g.Delete()
+		if !r.cacheDelete() {
+			c.g.Delete()
+		}
 		r.written = true
 		g.deferred.Written(c.Partition(), c.Key())
 		if g.states != nil {
@@ -422,7 +427,9 @@ func (r *record[S, PS]) commit() {
 	// The partition's stream time goes with the write, so a restart starts
 	// from it (streamtime.go); a tick records the one it was judged at.
 	env.StreamMs = max(env.StreamMs, g.clock.watermark(c.Partition()), r.tick.GetStreamMs())
-	c.g.SetValue(env)
+	if !r.cacheWrite(env) {
+		c.g.SetValue(env)
+	}
 	r.written = true
 	if r.deferredOn != 0 {
 		g.deferred.Written(c.Partition(), c.Key())
@@ -496,6 +503,9 @@ func (r *record[S, PS]) indexTimers() {
 // and changed nothing. A callback that failed half-way never gets here, so
 // its envelope is read from the store next time.
 func (r *record[S, PS]) release() {
+	if r.releaseCached() {
+		return
+	}
 	ec := r.c.grp.envs
 	if ec == nil {
 		return

@@ -29,17 +29,34 @@ import (
 // Each session's marks go through inOrder, so an offset is committed only
 // once every earlier input of its partition finished (see inorder.go).
 func ConsumerGroupBuilder(sc *sarama.Config) goka.ConsumerGroupBuilder {
+	return GatedConsumerGroupBuilder(sc, nil)
+}
+
+// MarkGate holds a session's in-order marks until what they cover is stored
+// (the kit's record cache): Hold takes a mark instead of the session, Flush
+// stores what is pending before a session's Cleanup, End forgets an ended
+// session's marks (those inputs are redelivered).
+type MarkGate interface {
+	Hold(s sarama.ConsumerGroupSession, topic string, partition int32, next int64)
+	Flush()
+	End(s sarama.ConsumerGroupSession)
+}
+
+// GatedConsumerGroupBuilder is ConsumerGroupBuilder whose in-order marks
+// pass through gate (nil: none).
+func GatedConsumerGroupBuilder(sc *sarama.Config, gate MarkGate) goka.ConsumerGroupBuilder {
 	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
 		cg, err := goka.ConsumerGroupBuilderWithConfig(ownConfig(sc))(brokers, group, clientID) // its own copy: see clients.go
 		if err != nil {
 			return nil, err
 		}
-		return &sessionLoop{ConsumerGroup: cg}, nil
+		return &sessionLoop{ConsumerGroup: cg, gate: gate}, nil
 	}
 }
 
 type sessionLoop struct {
 	sarama.ConsumerGroup
+	gate MarkGate
 }
 
 // minSession is how long a session must last not to count as a churn; churning
@@ -54,7 +71,7 @@ func (s *sessionLoop) Consume(ctx context.Context, topics []string, handler sara
 	churn := retry.Backoff{First: 50 * time.Millisecond, Max: maxChurnBackoff}
 	for {
 		start := time.Now()
-		if err := s.ConsumerGroup.Consume(ctx, topics, newInOrder(handler)); err != nil {
+		if err := s.ConsumerGroup.Consume(ctx, topics, &inOrder{ConsumerGroupHandler: handler, gate: s.gate}); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

@@ -23,6 +23,7 @@ import (
 type inOrder struct {
 	sarama.ConsumerGroupHandler
 	sess *orderedSession
+	gate MarkGate // the record cache's (nil: none)
 }
 
 func newInOrder(h sarama.ConsumerGroupHandler) *inOrder {
@@ -30,13 +31,19 @@ func newInOrder(h sarama.ConsumerGroupHandler) *inOrder {
 }
 
 func (h *inOrder) Setup(s sarama.ConsumerGroupSession) error {
-	h.sess = &orderedSession{ConsumerGroupSession: s, parts: map[topicPart]*markTracker{}}
+	h.sess = &orderedSession{ConsumerGroupSession: s, parts: map[topicPart]*markTracker{}, gate: h.gate}
 	return h.ConsumerGroupHandler.Setup(h.sess)
 }
 
 func (h *inOrder) Cleanup(s sarama.ConsumerGroupSession) error {
 	if h.sess == nil { // Setup never ran
 		return h.ConsumerGroupHandler.Cleanup(s)
+	}
+	if h.gate != nil {
+		// What the session's inputs changed is written before its last
+		// commit; whatever is marked after that is redelivered.
+		h.gate.Flush()
+		defer h.gate.End(h.sess.ConsumerGroupSession)
 	}
 	return h.ConsumerGroupHandler.Cleanup(h.sess)
 }
@@ -99,6 +106,7 @@ type orderedSession struct {
 	sarama.ConsumerGroupSession
 	mu    sync.RWMutex // guards parts; claims start (and, cooperatively, restart) concurrently
 	parts map[topicPart]*markTracker
+	gate  MarkGate // holds marks until the record cache flushed (nil: none)
 }
 
 // track starts a fresh tracker for a claim of topic/partition (a claim
@@ -117,10 +125,18 @@ func (s *orderedSession) MarkOffset(topic string, part int32, offset int64, meta
 	t := s.parts[topicPart{topic, part}]
 	s.mu.RUnlock()
 	if t == nil { // not a claim of this session: nothing held it back
+		if s.gate != nil {
+			s.gate.Hold(s.ConsumerGroupSession, topic, part, offset)
+			return
+		}
 		s.ConsumerGroupSession.MarkOffset(topic, part, offset, metadata)
 		return
 	}
 	if next, ok := t.mark(offset); ok {
+		if s.gate != nil {
+			s.gate.Hold(s.ConsumerGroupSession, topic, part, next)
+			return
+		}
 		s.ConsumerGroupSession.MarkOffset(topic, part, next, metadata)
 	}
 }
