@@ -30,8 +30,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	c := newCommand("bench", "bench [--brokers B] [--pings N --devices N --rates R,R,... --window D --storage S --flush D]",
 		`Measures, in one run, the same pre-produced fleet pings through (a) a raw franz-go
-consumer, (b) a bare Goka counter with the same storage, (c) the debouncer and (d) the
-full pipeline (debouncer + occupancy), then offers pings at fixed rates and measures
+consumer, (b) a bare Goka counter with the same storage (b0: on Goka's LevelDB), (f) the
+same count per key written in the stream DSL, (c) the debouncer, (d) the full pipeline
+(debouncer + occupancy) and (e) occupancy alone, then offers pings at fixed rates and measures
 ping->trigger and ping->occupancy latency and the backlog at the end of each window.
 Progress goes to stderr; one JSON object with every figure to stdout. Without --brokers it
 starts an embedded broker; with --brokers the geofencing topics and groups ON THAT CLUSTER

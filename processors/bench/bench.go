@@ -1,7 +1,8 @@
 // Package bench is what `fencectl bench` runs: the same pre-produced
 // realistic pings (processors/fleet over the demo fences) through a raw
 // franz-go consumer (the broker's ceiling), a bare Goka counter with the same
-// storage (the framework's floor), the debouncer, and the full pipeline
+// storage (the framework's floor), the same count per key written in the
+// stream DSL (processors/group/streams), the debouncer, and the full pipeline
 // (debouncer + occupancy); then pings offered at fixed rates, with
 // ping→trigger and ping→occupancy latency percentiles and the backlog left at
 // the end of each window. Everything is measured in one process, one run, so
@@ -77,7 +78,7 @@ type Config struct {
 	Triggers       int
 	TriggerDevices int
 	// Profile, when set, is called as each throughput stage starts ("b", "b0",
-	// "c", "d", "e"); the function it returns is called when the stage ends
+	// "f", "c", "d", "e"); the function it returns is called when the stage ends
 	// (fencectl bench --cpuprofile writes one CPU profile per stage with it).
 	Profile func(stage string) (stop func())
 }
@@ -187,13 +188,21 @@ type Result struct {
 	// Occupancy is the occupancy processor alone over Config.Triggers
 	// triggers (its "pings" are triggers).
 	Occupancy Stage `json:"e_occupancy"`
-	Ratios    struct {
+	// DSLCount is b's count per device written in the stream DSL, run as a
+	// kit group with the processors' options (storage as b's), right after
+	// b0 on the same pings.
+	DSLCount Stage `json:"f_dsl_count"`
+	Ratios   struct {
 		DebouncerOverCounter float64 `json:"c_over_b"`
 		PipelineOverCounter  float64 `json:"d_over_b"`
 		// PipelineOverGokaLevelDB is d over the counter on Goka's LevelDB.
 		PipelineOverGokaLevelDB float64 `json:"d_over_b0"`
 		// OccupancyOverGokaLevelDB is e's triggers/s over b0's records/s.
 		OccupancyOverGokaLevelDB float64 `json:"e_over_b0"`
+		// DSLOverCounter is f over b (the same storage); DSLOverGokaLevelDB
+		// is f over b0.
+		DSLOverCounter     float64 `json:"f_over_b"`
+		DSLOverGokaLevelDB float64 `json:"f_over_b0"`
 	} `json:"ratios"`
 	Rates           []Rate  `json:"rates"`
 	TotalSeconds    float64 `json:"total_s"`
@@ -298,6 +307,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	e.cfg.Storage = cfg.Storage
 	e.progress("b0 goka counter (goka-leveldb): %.0f pings/s", res.GokaCounterGokaLevelDB.PingsPerSec)
+	stop = e.profile("f")
+	res.DSLCount, err = e.dslCount(ctx)
+	stop()
+	if err != nil {
+		return nil, fmt.Errorf("dsl count: %w", err)
+	}
+	e.progress("f dsl count (%s): %.0f pings/s, %.1f µs CPU per ping", cfg.Storage, res.DSLCount.PingsPerSec, res.DSLCount.CPUMicrosPerPing)
 	stop = e.profile("c")
 	res.Debouncer, err = e.debouncer(ctx)
 	stop()
@@ -323,10 +339,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.GokaCounter.PingsPerSec > 0 {
 		res.Ratios.DebouncerOverCounter = res.Debouncer.PingsPerSec / res.GokaCounter.PingsPerSec
 		res.Ratios.PipelineOverCounter = res.Pipeline.PingsPerSec / res.GokaCounter.PingsPerSec
+		res.Ratios.DSLOverCounter = res.DSLCount.PingsPerSec / res.GokaCounter.PingsPerSec
 	}
 	if res.GokaCounterGokaLevelDB.PingsPerSec > 0 {
 		res.Ratios.PipelineOverGokaLevelDB = res.Pipeline.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
 		res.Ratios.OccupancyOverGokaLevelDB = res.Occupancy.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
+		res.Ratios.DSLOverGokaLevelDB = res.DSLCount.PingsPerSec / res.GokaCounterGokaLevelDB.PingsPerSec
 	}
 	res.TotalSeconds = time.Since(start).Seconds()
 	return res, nil
@@ -363,14 +381,14 @@ func (e *env) simulate(total int) error {
 // reset deletes the geofencing topics and groups and creates the topics again,
 // so each stage starts from empty tables and outputs.
 func (e *env) reset(ctx context.Context) error {
-	groups := []string{geofence.GroupDebouncer, geofence.GroupOccupancyMembers, geofence.GroupOccupancy, counterGroup}
+	groups := []string{geofence.GroupDebouncer, geofence.GroupOccupancyMembers, geofence.GroupOccupancy, counterGroup, dslGroup}
 	if _, err := e.adm.DeleteGroups(ctx, groups...); err != nil {
 		var ae *kadm.AuthError
 		if errors.As(err, &ae) {
 			return err
 		}
 	}
-	names := []string{counterTable}
+	names := []string{counterTable, dslTable}
 	for _, t := range e.topo.Topics {
 		names = append(names, t.Name)
 	}
@@ -398,8 +416,10 @@ func (e *env) reset(ctx context.Context) error {
 	if err := e.topo.Ensure(ctx, e.adm); err != nil {
 		return err
 	}
-	if _, err := e.adm.CreateTopic(ctx, e.cfg.Partitions, -1, map[string]*string{"cleanup.policy": ptr("compact")}, counterTable); err != nil {
-		return fmt.Errorf("creating %s: %w", counterTable, err)
+	for _, t := range []string{counterTable, dslTable} {
+		if _, err := e.adm.CreateTopic(ctx, e.cfg.Partitions, -1, map[string]*string{"cleanup.policy": ptr("compact")}, t); err != nil {
+			return fmt.Errorf("creating %s: %w", t, err)
+		}
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestRunReportsEveryFigure(t *testing.T) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, stage := range []string{"a_raw_consumer", "b_goka_counter", "b0_goka_counter_goka_leveldb", "c_debouncer", "d_pipeline", "e_occupancy"} {
+	for _, stage := range []string{"a_raw_consumer", "b_goka_counter", "b0_goka_counter_goka_leveldb", "c_debouncer", "d_pipeline", "e_occupancy", "f_dsl_count"} {
 		s, ok := m[stage].(map[string]any)
 		want := 4_000.0
 		if stage == "e_occupancy" {
@@ -44,7 +44,8 @@ func TestRunReportsEveryFigure(t *testing.T) {
 		}
 	}
 	ratios := m["ratios"].(map[string]any)
-	if ratios["c_over_b"].(float64) <= 0 || ratios["d_over_b"].(float64) <= 0 || ratios["d_over_b0"].(float64) <= 0 || ratios["e_over_b0"].(float64) <= 0 {
+	if ratios["c_over_b"].(float64) <= 0 || ratios["d_over_b"].(float64) <= 0 || ratios["d_over_b0"].(float64) <= 0 || ratios["e_over_b0"].(float64) <= 0 ||
+		ratios["f_over_b"].(float64) <= 0 || ratios["f_over_b0"].(float64) <= 0 {
 		t.Errorf("ratios = %v", ratios)
 	}
 	if len(res.Rates) != 2 {
