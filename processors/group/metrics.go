@@ -16,7 +16,7 @@ import (
 // prometheus.DefaultRegisterer, which the binaries serve on /metrics). The
 // package holds none: two processors on two registries each count only
 // their own records. Two processors on one registry share its collectors
-// (RegisterCollector reuses what is already there), their series told apart by the
+// (collector.Register reuses what is already there), their series told apart by the
 // group label.
 type metrics struct {
 	recordsProcessed, deadLetters, hlcStale, replays, handlerPanics,
