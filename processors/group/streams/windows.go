@@ -115,8 +115,10 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 		clear(emits)
 		for _, n := range b.nodes {
 			if n.term != nil && n.term.agg == nil && n.groups[name] {
-				out := group.Output[wrapperspb.Int64Value](kg, n.term.topic)
-				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, v.(*wrapperspb.Int64Value)) }
+				// Through msg, as every DSL write and read: Goka takes one
+				// codec per topic, and a stream may read this one.
+				out := group.Output[msg[wrapperspb.Int64Value]](kg, n.term.topic)
+				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*wrapperspb.Int64Value))) }
 			}
 		}
 		add = w.w.register(kg, func(c *ctx, _ *kitpb.WindowSet, win windowRes) error {
