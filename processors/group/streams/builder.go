@@ -246,6 +246,20 @@ func (b *Builder) assign() error {
 		}
 	}
 	for _, n := range b.nodes {
+		topic := n.topic
+		if n.term != nil && n.term.agg == nil {
+			topic = n.term.topic
+		}
+		for _, g := range sortedKeys(n.groups) {
+			if topic != "" && topic == g+"-loop" {
+				// Goka names group g's loopback stream g+"-loop" and
+				// refuses a processor that reads or writes it directly;
+				// without this check the app builds and fails at start.
+				b.fail("%s: topic %s is the loop topic of group %s (Goka names a group's loopback stream group+\"-loop\" and refuses it as an input or output): name the topic otherwise", n.label, topic, g)
+			}
+		}
+	}
+	for _, n := range b.nodes {
 		if n.join == nil {
 			continue
 		}

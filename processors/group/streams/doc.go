@@ -51,7 +51,9 @@
 // no boundary (and none declared in the topology) is refused, naming both
 // topics and their keys. A To into a topic of another key is refused the
 // same way (it is a re-key), and so is a GroupByKey after a Map or FlatMap
-// (which may change the key: Kafka Streams would repartition silently).
+// (which may change the key: Kafka Streams would repartition silently). A
+// topic named like the loop topic of a group that reads or writes it
+// (group+"-loop", which Goka refuses at start) is refused by Build.
 //
 // # What each operator costs
 //

@@ -31,6 +31,7 @@ type stateful struct {
 	typ, in           string // the table's value and the grouped values
 	out               string // the value type of the table's stream
 	input             *node
+	opts              []group.Opt // the options of its group.New
 	apply             func(r *run, key string, v any) error
 	instantiate       func(topo *topology.Topology, log *slog.Logger) Group
 }
@@ -38,35 +39,37 @@ type stateful struct {
 // Aggregate folds each key's values into a *A: init makes a key's first
 // accumulator, add folds one value in (it may change and return agg). The
 // result is the table of group name, whose table topic name+"-table" the
-// topology must declare with value A.
-func (g Grouped[V]) Aggregate[A any](name string, init func() *A, add func(key string, v *V, agg *A) *A) Table[A] {
-	return aggregate(g, "aggregate", name, init, add)
+// topology must declare with value A. opts are the options of the group's
+// group.New (what the group is: StateTTL, CacheStates, …; default none); one
+// of Processor's or Run's is refused by Build, as the kit refuses it.
+func (g Grouped[V]) Aggregate[A any](name string, init func() *A, add func(key string, v *V, agg *A) *A, opts ...group.Opt) Table[A] {
+	return aggregate(g, "aggregate", name, init, add, opts)
 }
 
 // Count counts each key's records into group name's table (value
-// google.protobuf.Int64Value).
-func (g Grouped[V]) Count(name string) Table[wrapperspb.Int64Value] {
+// google.protobuf.Int64Value). opts are the group's, as for Aggregate.
+func (g Grouped[V]) Count(name string, opts ...group.Opt) Table[wrapperspb.Int64Value] {
 	return aggregate(g, "count", name, func() *wrapperspb.Int64Value { return &wrapperspb.Int64Value{} },
 		func(_ string, _ *V, n *wrapperspb.Int64Value) *wrapperspb.Int64Value {
 			n.Value++
 			return n
-		})
+		}, opts)
 }
 
 // Reduce combines each key's values with f, the first value as it is, into
-// group name's table (value V).
-func (g Grouped[V]) Reduce(name string, f func(agg, v *V) *V) Table[V] {
+// group name's table (value V). opts are the group's, as for Aggregate.
+func (g Grouped[V]) Reduce(name string, f func(agg, v *V) *V, opts ...group.Opt) Table[V] {
 	return aggregate(g, "reduce", name, func() *V { return nil }, func(_ string, v, agg *V) *V {
 		if agg == nil {
 			return v
 		}
 		return f(agg, v)
-	})
+	}, opts)
 }
 
-func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add func(string, *V, *A) *A) Table[A] {
+func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add func(string, *V, *A) *A, opts []group.Opt) Table[A] {
 	b := g.s.n.b
-	a := &stateful{name: name, table: name + "-table", kind: kind, typ: nameOf[A](), out: nameOf[A](), in: g.s.n.typ, input: g.s.n}
+	a := &stateful{name: name, table: name + "-table", kind: kind, typ: nameOf[A](), out: nameOf[A](), in: g.s.n.typ, input: g.s.n, opts: opts}
 	b.checkTopic[A](kind, a.table)
 	term := b.add([]*node{g.s.n}, kind+" -> table "+a.table, a.typ)
 	term.term = &terminal{agg: a}
@@ -83,7 +86,7 @@ func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add fu
 		return tn.forward(r, key, next)
 	}
 	a.instantiate = func(topo *topology.Topology, log *slog.Logger) Group {
-		kg := group.New[msg[A]](topo, name, log)
+		kg := group.New[msg[A]](topo, name, log, a.opts...)
 		emits := map[*node]emitFn{}
 		for _, n := range b.nodes {
 			if n.term != nil && n.term.agg == nil && n.groups[name] {

@@ -83,10 +83,11 @@ func WindowKey(key string, start time.Time) string {
 // views read it with windows.WindowsOf) and timer topic name+"-timers" the
 // topology must declare. Its stream is each window's count (under
 // WindowKey) when the spec's emit strategy hands it over; a record later
-// than its window's grace is counted in the set's late count only.
-func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
+// than its window's grace is counted in the set's late count only. opts are
+// the options of the group's group.New, as for Grouped.Aggregate.
+func (w Windowed[V]) Count(name string, opts ...group.Opt) Table[wrapperspb.Int64Value] {
 	b := w.g.s.n.b
-	a := &stateful{name: name, table: name + "-table", kind: "count over " + w.w.label, typ: nameOf[kitpb.WindowSet](), out: nameOf[wrapperspb.Int64Value](), in: w.g.s.n.typ, input: w.g.s.n}
+	a := &stateful{name: name, table: name + "-table", kind: "count over " + w.w.label, typ: nameOf[kitpb.WindowSet](), out: nameOf[wrapperspb.Int64Value](), in: w.g.s.n.typ, input: w.g.s.n, opts: opts}
 	b.checkTopic[kitpb.WindowSet]("WindowedBy(...).Count", a.table)
 	if _, ok := b.topo.Topic(topology.TimersTopicName(name)); !ok {
 		b.fail("windowed count %s: its timer topic %s is not declared (topology.TimersTopic)", name, topology.TimersTopicName(name))
@@ -111,12 +112,14 @@ func (w Windowed[V]) Count(name string) Table[wrapperspb.Int64Value] {
 		return nil
 	}
 	a.instantiate = func(topo *topology.Topology, log *slog.Logger) Group {
-		kg := group.New[kitpb.WindowSet](topo, name, log)
+		kg := group.New[kitpb.WindowSet](topo, name, log, a.opts...)
 		clear(emits)
 		for _, n := range b.nodes {
 			if n.term != nil && n.term.agg == nil && n.groups[name] {
-				out := group.Output[wrapperspb.Int64Value](kg, n.term.topic)
-				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, v.(*wrapperspb.Int64Value)) }
+				// Through msg, as every DSL write and read: Goka takes one
+				// codec per topic, and a stream may read this one.
+				out := group.Output[msg[wrapperspb.Int64Value]](kg, n.term.topic)
+				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*wrapperspb.Int64Value))) }
 			}
 		}
 		add = w.w.register(kg, func(c *ctx, _ *kitpb.WindowSet, win windowRes) error {
