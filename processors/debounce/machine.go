@@ -301,13 +301,12 @@ func dwell(st *geofencepb.FenceState, s Sample, cfg Settings) (*geofencepb.Fence
 	if st.DwellFired || !elapsed(st.InsideSinceMs, s.TimeMs, cfg.Loiter) {
 		return st, nil
 	}
-	return &geofencepb.FenceState{
+	fired := &geofencepb.FenceState{
 		Phase:         geofencepb.Phase_PHASE_INSIDE,
 		InsideSinceMs: st.InsideSinceMs,
 		DwellFired:    true,
-	}, []Transition{{
-		geofencepb.TriggerType_TRIGGER_TYPE_DWELL, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
-	}}
+	}
+	return fired, []Transition{{geofencepb.TriggerType_TRIGGER_TYPE_DWELL, geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED}}
 }
 
 // elapsed reports whether toMs - fromMs ≥ d without overflowing, for any
