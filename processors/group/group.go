@@ -13,6 +13,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	protov2 "google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group/boundedlog"
@@ -256,12 +257,33 @@ type Out[M any, PM codecs.Message[M]] struct {
 
 // Output declares that the group emits *M values to topic and returns the
 // handle handlers emit through.
-func Output[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], topic string) Out[M, PM] {
-	g.outputs[topic] = true
-	g.typed("Output "+topic, topic, msgName[M, PM]())
-	g.edge(goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
-	owner, seq := g.newHandle()
+func Output[M any, PM codecs.Message[M]](g AnyGroup, topic string) Out[M, PM] {
+	owner, seq := g.declare(edgeOutput, topic, msgName[M, PM](), goka.Output(goka.Stream(topic), codecs.For[M, PM]()))
 	return Out[M, PM]{topic: topic, owner: owner, seq: seq}
+}
+
+// AnyGroup is a *Group of any state type: Output, Join and Lookup declare
+// their edges on it, so code that does not know a group's state type (the
+// stream DSL's writes after an aggregation) can declare them too.
+type AnyGroup interface {
+	Name() string
+	declare(kind edgeKind, topic string, msg protoreflect.FullName, e goka.Edge) (*handleOwner, int)
+}
+
+type edgeKind int
+
+const (
+	edgeOutput edgeKind = iota
+	edgeJoin
+	edgeLookup
+)
+
+func (g *Group[S, PS]) declare(kind edgeKind, topic string, msg protoreflect.FullName, e goka.Edge) (*handleOwner, int) {
+	what := map[edgeKind]string{edgeOutput: "Output ", edgeJoin: "Join ", edgeLookup: "Lookup "}[kind]
+	map[edgeKind]map[string]bool{edgeOutput: g.outputs, edgeJoin: g.joins, edgeLookup: g.lookups}[kind][topic] = true
+	g.typed(what+topic, topic, msg)
+	g.edge(e)
+	return g.newHandle()
 }
 
 // Topic is the output topic.

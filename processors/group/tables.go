@@ -19,11 +19,8 @@ type Joined[M any, PM codecs.Message[M]] struct {
 
 // Join declares that the group reads table (values *M) for its current key;
 // the topology declaration must list it under Joins.
-func Join[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Joined[M, PM] {
-	g.joins[table] = true
-	g.typed("Join "+table, table, msgName[M, PM]())
-	g.edge(goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
-	owner, seq := g.newHandle()
+func Join[M any, PM codecs.Message[M]](g AnyGroup, table string) Joined[M, PM] {
+	owner, seq := g.declare(edgeJoin, table, msgName[M, PM](), goka.Join(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Joined[M, PM]{table: table, owner: owner, seq: seq}
 }
 
@@ -49,11 +46,8 @@ type Looked[M any, PM codecs.Message[M]] struct {
 
 // Lookup declares that the group reads table (values *M) for any key; the
 // topology declaration must list it under Lookups.
-func Lookup[M any, PM codecs.Message[M], S any, PS codecs.Message[S]](g *Group[S, PS], table string) Looked[M, PM] {
-	g.lookups[table] = true
-	g.typed("Lookup "+table, table, msgName[M, PM]())
-	g.edge(goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
-	owner, seq := g.newHandle()
+func Lookup[M any, PM codecs.Message[M]](g AnyGroup, table string) Looked[M, PM] {
+	owner, seq := g.declare(edgeLookup, table, msgName[M, PM](), goka.Lookup(goka.Table(table), envelopeCodec[M, PM]{}))
 	return Looked[M, PM]{table: table, owner: owner, seq: seq}
 }
 

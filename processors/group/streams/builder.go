@@ -78,8 +78,8 @@ type node struct {
 	step     func(r *run, key string, v any, next func(key string, v any) error) error
 	term     *terminal
 	groups   map[string]bool
-	// join binds a stream-table join to the routing group (Join nodes).
-	join   func(g *routingGroup) func(c group.Reader) (any, error)
+	// join binds a stream-table join to the group that runs it (Join nodes).
+	join   func(g group.AnyGroup) func(c group.Reader) (any, error)
 	joined string // the table a join reads
 	// eventTime is a source's func(*V) time.Time (EventTime), or nil.
 	eventTime any
@@ -92,7 +92,7 @@ type terminal struct {
 	topic    string
 	boundary topology.Boundary // SelectKey's
 	rekey    bool
-	routing  func(g *routingGroup) emitFn
+	output   func(g group.AnyGroup) emitFn // declares the write on the group that runs it
 	agg      *stateful
 }
 
@@ -234,9 +234,6 @@ func (b *Builder) assign() error {
 		for _, r := range n.roots() {
 			if r.table != nil {
 				n.mark(r.table.name)
-				if n.typ != r.table.out {
-					b.fail("the stream of table %s writes %s values to %s: a table's group writes only the type of its stream (%s); write the table's stream To a topic and change the type in a stream read from it", r.table.table, n.typ, n.term.topic, r.table.out)
-				}
 				if n.term.rekey {
 					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream is written to instead", r.table.table)
 				}
@@ -256,16 +253,6 @@ func (b *Builder) assign() error {
 				// refuses a processor that reads or writes it directly;
 				// without this check the app builds and fails at start.
 				b.fail("%s: topic %s is the loop topic of group %s (Goka names a group's loopback stream group+\"-loop\" and refuses it as an input or output): name the topic otherwise", n.label, topic, g)
-			}
-		}
-	}
-	for _, n := range b.nodes {
-		if n.join == nil {
-			continue
-		}
-		for g := range n.groups {
-			if g != b.app {
-				b.fail("%s runs in the routing group, but aggregation %s reads it: write the joined stream To a topic and aggregate a stream read from it", n.label, g)
 			}
 		}
 	}
@@ -345,16 +332,7 @@ func (b *Builder) instantiate(topo *topology.Topology) ([]Group, error) {
 	var out []Group
 	if b.routes() {
 		g := group.New[emptypb.Empty](topo, b.app, b.log)
-		emits := map[*node]emitFn{}
-		joins := map[*node]func(group.Reader) (any, error){}
-		for _, n := range b.nodes {
-			if n.term != nil && n.term.routing != nil && n.groups[b.app] {
-				emits[n] = n.term.routing(g)
-			}
-			if n.join != nil && n.groups[b.app] {
-				joins[n] = n.join(g)
-			}
-		}
+		emits, joins := b.bind(g)
 		for _, topic := range sortedKeys(b.roots) {
 			r := b.roots[topic]
 			if !r.groups[b.app] {
@@ -370,6 +348,26 @@ func (b *Builder) instantiate(topo *topology.Topology) ([]Group, error) {
 		out = append(out, a.instantiate(topo, b.log))
 	}
 	return out, nil
+}
+
+// bind declares, on g, the writes and joins of the nodes g runs. Writes go
+// through msg, as every DSL read: Goka takes one codec per topic, and a
+// stream of the app may read a topic another group writes.
+func (b *Builder) bind(g group.AnyGroup) (map[*node]emitFn, map[*node]func(group.Reader) (any, error)) {
+	emits := map[*node]emitFn{}
+	joins := map[*node]func(group.Reader) (any, error){}
+	for _, n := range b.nodes {
+		if !n.groups[g.Name()] {
+			continue
+		}
+		if n.term != nil && n.term.output != nil {
+			emits[n] = n.term.output(g)
+		}
+		if n.join != nil {
+			joins[n] = n.join(g)
+		}
+	}
+	return emits, joins
 }
 
 func (b *Builder) doc(name string) string {

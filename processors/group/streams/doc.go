@@ -39,8 +39,8 @@
 // the key's kitpb.WindowSet, closing goes by the partition's stream time
 // and the group's timer topic name+"-timers", and the emit strategy is the
 // spec's (final on window close, or every update). A stream-table Join or
-// LeftJoin reads an aggregation's table for the record's key in the
-// routing group (the kit's Join: co-partitioned, local). Module hosts an
+// LeftJoin reads an aggregation's table for the record's key in the group
+// that runs the stream (the kit's Join: co-partitioned, local). Module hosts an
 // app like any processor (host.Compose, the all-in-one, its own binary).
 //
 // # Where the boundaries are
@@ -77,11 +77,12 @@
 //
 // # Limits (of Go's type system, not of the model)
 //
-// A Stream[V] does not know the state type of the group it runs in, so a
-// table's group writes only its own value type (a MapValues to another type
-// after a table ends in a topic another stream reads), and GroupByKey needs
-// the values its source holds (change the type after aggregating, or write
-// the stream To a topic first). Build says so when it happens.
+// GroupByKey needs the values its source holds: the aggregation's group
+// reads the source itself, and a Go method cannot name the source's type
+// from the grouped stream's (change the type after aggregating, or write
+// the stream To a topic first). Build says so when it happens. Any group
+// writes any declared type (To after a table, a join or a MapValues), and a
+// join runs in whichever group runs its stream.
 //
 // Package streamstest drives an app without a broker.
 package streams

@@ -8,9 +8,8 @@ import (
 // (Kafka Streams' KStream-KTable inner join): f makes the result; a record
 // whose key t does not hold is dropped. t must be an aggregation's
 // materialized table, co-partitioned with the stream's source (the kit's
-// Join: the value is read locally, no network hop). The join runs in the
-// routing group, so an aggregation after it must read a topic it is
-// written To.
+// Join: the value is read locally, no network hop), in whichever group
+// runs the stream: the routing group, or an aggregation grouping the result.
 func (s Stream[V]) Join[T, R any](t Table[T], f func(v *V, t *T) *R) Stream[R] {
 	return join(s, t, f, false)
 }
@@ -44,7 +43,7 @@ func join[V, T, R any](s Stream[V], t Table[T], f func(*V, *T) *R, left bool) St
 	})
 	self = out.n
 	self.joined = t.a.table
-	self.join = func(g *routingGroup) func(group.Reader) (any, error) {
+	self.join = func(g group.AnyGroup) func(group.Reader) (any, error) {
 		j := group.Join[msg[T]](g, t.a.table)
 		return func(c group.Reader) (any, error) {
 			m, err := j.Get(c)

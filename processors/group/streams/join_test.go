@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fencestream/fencestream/processors/group/streams"
+	"github.com/fencestream/fencestream/processors/group/streams/streamstest"
 )
 
 // A stream-table join reads the table's value for the record's key: inner
@@ -43,15 +44,38 @@ func TestStreamTableJoin(t *testing.T) {
 	}
 }
 
-// A join runs in the routing group: aggregating its result directly is
-// refused, with the way out.
-func TestJoinThenAggregateRefused(t *testing.T) {
-	b := streams.New(opsTopology(), "ops", nil)
-	counts := b.Stream[str]("in").GroupByKey().Count("agg")
-	b.Stream[str]("in2").Join(counts, func(v *str, _ *num) *str { return v }).GroupByKey().Reduce("joined", func(a, _ *str) *str { return a })
-	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "join agg-table runs in the routing group, but aggregation joined reads it") {
-		t.Fatalf("err %v, want the join refused in aggregation joined", err)
+// A join runs in whichever group runs its stream: aggregated directly, it
+// reads the table in the aggregation's group (co-partitioned, local).
+func TestJoinThenAggregate(t *testing.T) {
+	var joined streams.Table[str]
+	d := build(t, func(b *streams.Builder) {
+		counts := b.Stream[str]("in").GroupByKey().Count("agg")
+		joined = b.Stream[str]("in2").
+			Join(counts, func(v *str, n *num) *str { return wrapperspb.String(fmt.Sprint(v.GetValue(), n.GetValue())) }).
+			GroupByKey().
+			Reduce("joined", func(a, v *str) *str { return wrapperspb.String(a.GetValue() + "," + v.GetValue()) })
+	})
+	pipe(t, d, "in", "k1", "a", "k1", "b")
+	pipe(t, d, "in2", "k1", "x", "k9", "y")
+	pipe(t, d, "in", "k1", "c")
+	pipe(t, d, "in2", "k1", "z")
+	if got := streamstest.Get(d, joined, "k1").GetValue(); got != "x2,z3" {
+		t.Fatalf("joined k1 = %q, want x2,z3 (each in2 record with agg's count then)", got)
 	}
+	if got := streamstest.Get(d, joined, "k9"); got != nil {
+		t.Fatalf("joined k9 = %v, want nothing: agg holds no k9", got)
+	}
+}
+
+// A table's group writes any type: its stream mapped to another message goes
+// To a topic of that type.
+func TestTableStreamWritesAnotherType(t *testing.T) {
+	d := build(t, func(b *streams.Builder) {
+		b.Stream[str]("in").GroupByKey().Count("agg").
+			ToStream().MapValues(func(n *num) *str { return wrapperspb.String(fmt.Sprint("n=", n.GetValue())) }).To("out")
+	})
+	pipe(t, d, "in", "k1", "a", "k1", "b", "k2", "c")
+	want(t, read(t, d, "out"), "k1=n=1", "k1=n=2", "k2=n=1")
 }
 
 // Describe and Mermaid show the join and the table it reads.

@@ -235,7 +235,7 @@ func (s Stream[V]) To(topic string) {
 
 func (s Stream[V]) sink(label, topic string, bd topology.Boundary, rekey bool) *node {
 	n := s.n.b.add([]*node{s.n}, label, s.n.typ)
-	n.term = &terminal{topic: topic, boundary: bd, rekey: rekey, routing: func(g *routingGroup) emitFn {
+	n.term = &terminal{topic: topic, boundary: bd, rekey: rekey, output: func(g group.AnyGroup) emitFn {
 		out := group.Output[msg[V]](g, topic)
 		return func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*V))) }
 	}}

@@ -87,20 +87,14 @@ func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add fu
 	}
 	a.instantiate = func(topo *topology.Topology, log *slog.Logger) Group {
 		kg := group.New[msg[A]](topo, name, log, a.opts...)
-		emits := map[*node]emitFn{}
-		for _, n := range b.nodes {
-			if n.term != nil && n.term.agg == nil && n.groups[name] {
-				out := group.Output[msg[A]](kg, n.term.topic)
-				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*A))) }
-			}
-		}
+		emits, joins := b.bind(kg)
 		for _, r := range a.input.roots() {
 			if r.table != nil {
 				continue // refused by assign
 			}
 			at, _ := r.eventTime.(func(*V) time.Time) // the source holds V (assign)
 			group.Stream(kg, r.topic, func(c *group.Context[msg[A], *msg[A]], m *msg[V]) error {
-				return r.push(&run{group: name, kc: c, ctx: c, emits: emits}, c.Key(), unwrap(m))
+				return r.push(&run{group: name, kc: c, ctx: c, emits: emits, joins: joins}, c.Key(), unwrap(m))
 			}, streamOpts(at)...)
 		}
 		return kg

@@ -98,7 +98,6 @@ func (w Windowed[V]) Count(name string, opts ...group.Opt) Table[wrapperspb.Int6
 	tn.table = a
 	type ctx = windowCtx
 	var add func(c *windowCtx, st *kitpb.WindowSet, at time.Time) error
-	emits := map[*node]emitFn{}
 	a.apply = func(r *run, key string, v any) error {
 		c := r.ctx.(*ctx)
 		st := c.State()
@@ -113,17 +112,9 @@ func (w Windowed[V]) Count(name string, opts ...group.Opt) Table[wrapperspb.Int6
 	}
 	a.instantiate = func(topo *topology.Topology, log *slog.Logger) Group {
 		kg := group.New[kitpb.WindowSet](topo, name, log, a.opts...)
-		clear(emits)
-		for _, n := range b.nodes {
-			if n.term != nil && n.term.agg == nil && n.groups[name] {
-				// Through msg, as every DSL write and read: Goka takes one
-				// codec per topic, and a stream may read this one.
-				out := group.Output[msg[wrapperspb.Int64Value]](kg, n.term.topic)
-				emits[n] = func(c group.Emitter, key string, v any) { out.Emit(c, key, wrap(v.(*wrapperspb.Int64Value))) }
-			}
-		}
+		emits, joins := b.bind(kg)
 		add = w.w.register(kg, func(c *ctx, _ *kitpb.WindowSet, win windowRes) error {
-			r := &run{group: name, kc: c, ctx: c, emits: emits}
+			r := &run{group: name, kc: c, ctx: c, emits: emits, joins: joins}
 			if win.Removed {
 				// A session a bridging record merged into another: its
 				// result is withdrawn (Kafka Streams' null).
@@ -136,7 +127,7 @@ func (w Windowed[V]) Count(name string, opts ...group.Opt) Table[wrapperspb.Int6
 				continue // refused by assign
 			}
 			group.Stream(kg, r.topic, func(c *ctx, m *msg[V]) error {
-				return r.push(&run{group: name, kc: c, ctx: c, emits: emits}, c.Key(), unwrap(m))
+				return r.push(&run{group: name, kc: c, ctx: c, emits: emits, joins: joins}, c.Key(), unwrap(m))
 			}, group.EventTime(func(m *msg[V]) time.Time { return w.at(unwrap(m)) }))
 		}
 		return kg
