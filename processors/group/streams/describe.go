@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencestream/fencestream/topology"
 )
 
 // Describe is the app as text, in the manner of Kafka Streams'
@@ -59,26 +61,46 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 // group a subgraph of its operators, each re-key an edge labelled with the
 // boundary it crosses.
 func (a *App) Mermaid() string {
-	var head, sb strings.Builder
+	var head strings.Builder
 	head.WriteString("flowchart LR\n")
 	topics := map[string]bool{}
-	topic := func(name string) string {
-		id := "t_" + ident(name)
+	body := a.mermaid("", func(name string) string {
+		id := topology.MermaidID(name)
 		if !topics[name] {
 			topics[name] = true
 			fmt.Fprintf(&head, "  %s[(\"%s\")]\n", id, name)
 		}
 		return id
+	})
+	return head.String() + body
+}
+
+// mermaidIn is the app's groups and operators as lines to add to the
+// flowchart of the topology it runs in (topology.Mermaid), which draws
+// its topics: one subgraph, the app, around its groups' subgraphs.
+func (a *App) mermaidIn() string {
+	return a.mermaid(fmt.Sprintf("app %s: operators", a.name), topology.MermaidID)
+}
+
+// mermaid is the app's groups as subgraphs, in one named within if
+// within is not "", and the edges between their operators and the topics
+// topic names.
+func (a *App) mermaid(within string, topic func(name string) string) string {
+	var sb strings.Builder
+	pad := "  "
+	if within != "" {
+		fmt.Fprintf(&sb, "  subgraph app_%s [\"%s\"]\n", ident(a.name), quote(within))
+		pad = "    "
 	}
 	var edges []string
 	for _, g := range a.groups {
-		fmt.Fprintf(&sb, "  subgraph g_%s [\"group %s\"]\n", ident(g.Name()), g.Name())
+		fmt.Fprintf(&sb, "%ssubgraph g_%s [\"group %s\"]\n", pad, ident(g.Name()), g.Name())
 		for i, n := range a.b.nodes {
 			if !n.groups[g.Name()] || n.topic != "" || n.table != nil {
 				continue
 			}
 			id := fmt.Sprintf("n%d_%s", i, ident(g.Name()))
-			fmt.Fprintf(&sb, "    %s[\"%s\"]\n", id, n.label)
+			fmt.Fprintf(&sb, "%s  %s[\"%s\"]\n", pad, id, n.label)
 			for _, p := range n.parents {
 				switch {
 				case p.topic != "":
@@ -101,12 +123,15 @@ func (a *App) Mermaid() string {
 				edges = append(edges, id+" --> "+topic(n.term.topic))
 			}
 		}
+		sb.WriteString(pad + "end\n")
+	}
+	if within != "" {
 		sb.WriteString("  end\n")
 	}
 	for _, e := range edges {
 		sb.WriteString("  " + e + "\n")
 	}
-	return head.String() + sb.String()
+	return sb.String()
 }
 
 func (b *Builder) index(n *node) int {
