@@ -41,6 +41,10 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 	case n.topic != "":
 		tp, _ := a.topo.Topic(n.topic)
 		fmt.Fprintf(sb, "%sSource %s (key %s, %s)\n", pad, n.topic, tp.Key, n.typ)
+	case n.table != nil && n.table.typ != n.typ:
+		// A windowed table holds each key's windows; what flows on is one
+		// window's result, keyed key@start, as its emit strategy hands it over.
+		fmt.Fprintf(sb, "%sTable %s (%s), each window's %s as it is emitted\n", pad, n.table.table, n.table.typ, n.typ)
 	case n.table != nil:
 		fmt.Fprintf(sb, "%sTable %s (%s), on each update\n", pad, n.table.table, n.typ)
 	case n.term != nil && n.term.rekey:
