@@ -41,7 +41,9 @@
 // spec's (final on window close, or every update). A stream-table Join or
 // LeftJoin reads an aggregation's table for the record's key in the group
 // that runs the stream (the kit's Join: co-partitioned, local). Module hosts an
-// app like any processor (host.Compose, the all-in-one, its own binary).
+// app like any processor (host.Compose, the all-in-one, its own binary), and
+// draws it (App.Describe; its operators in the topology's Mermaid flowchart)
+// for fencectl topology describe, through host.Module.Describe.
 //
 // # Where the boundaries are
 //
