@@ -328,3 +328,28 @@ func TestJoinWindowedRefused(t *testing.T) {
 		})
 	}
 }
+
+// A stream joined with itself reads its source once: each record pairs with
+// itself and, both ways, with the key's records within the window.
+func TestJoinWindowedSelf(t *testing.T) {
+	b := streams.New(joinTopology(), "ssj", nil)
+	l := b.Stream[ping]("left", streams.EventTime(pingTime))
+	l.JoinWindowed(l, "j", streams.JoinWindows(ms(10), 0), func(a, c *ping) *str {
+		return wrapperspb.String(a.GetDeviceId() + "+" + c.GetDeviceId())
+	}).To("joined")
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, app, time.Unix(1_800_000_000, 0))
+	k := &ksJoin{t: t, d: d, left: streamstest.InputTopic[ping](d, "left")}
+	k.pipe1("k", "a", 100)
+	k.pipe1("k", "b", 105)
+	k.pipe1("k", "c", 200)
+	var got []string
+	for _, r := range streamstest.OutputTopic[str](d, "joined").Read() {
+		got = append(got, r.Value.GetValue())
+	}
+	slices.Sort(got)
+	want(t, got, "a+a", "a+b", "b+a", "b+b", "c+c")
+}
