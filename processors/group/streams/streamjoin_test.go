@@ -304,6 +304,10 @@ func TestJoinWindowedRefused(t *testing.T) {
 				Map(func(k string, p *ping) (string, *ping) { return p.GetDeviceId(), p }).
 				JoinWindowed(b.Stream[trig]("right", streams.EventTime(trigTime)), "j", w, noop).To("joined")
 		}, []string{"its left side comes after Map or FlatMap"}},
+		{"window of negative size", nil, func(b *streams.Builder) {
+			b.Stream[ping]("left", streams.EventTime(pingTime)).
+				JoinWindowed(b.Stream[trig]("right", streams.EventTime(trigTime)), "j", w.Before(ms(-20)), noop).To("joined")
+		}, []string{"join window before -20ms plus after 10ms must not be negative"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			topo := joinTopology()
