@@ -40,10 +40,18 @@
 // and the group's timer topic name+"-timers", and the emit strategy is the
 // spec's (final on window close, or every update). A stream-table Join or
 // LeftJoin reads an aggregation's table for the record's key in the group
-// that runs the stream (the kit's Join: co-partitioned, local). Module hosts an
-// app like any processor (host.Compose, the all-in-one, its own binary), and
-// draws it (App.Describe; its operators in the topology's Mermaid flowchart)
-// for fencectl topology describe, through host.Module.Describe.
+// that runs the stream (the kit's Join: co-partitioned, local). A windowed
+// stream-stream join (JoinWindowed, LeftJoinWindowed, OuterJoinWindowed with
+// JoinWindows(difference, grace).Before(d).After(d): Kafka Streams'
+// KStream-KStream join) is a group of its own on the kit's
+// windows.StreamJoin, reading both sides' sources (keyed alike, with
+// EventTime): its buffers are the key's kitpb.JoinBuffer in name+"-table",
+// and unmatched records of a left or outer join come out once the window plus
+// grace has closed, by stream time and the timer topic name+"-timers". Module
+// hosts an app like any processor (host.Compose, the all-in-one, its own
+// binary), and draws it (App.Describe; its operators in the topology's
+// Mermaid flowchart) for fencectl topology describe, through
+// host.Module.Describe.
 //
 // # Where the boundaries are
 //
@@ -65,7 +73,9 @@
 // aggregation is one state read and write per record in its group's table
 // (one store write with the record's envelope); a windowed one adds the
 // kit's window bookkeeping and a timer per key with open windows. A join is
-// one local table read. Against a count written by hand on the kit, the
+// one local table read; a windowed join, one state read and write per record
+// (the key's buffers, bounded by before+after+grace) and a timer per key with
+// buffered records. Against a count written by hand on the kit, the
 // DSL adds 7 allocations and about 160 bytes per record (BenchmarkCount). A FilterNot or Filter with
 // DeadLetter(reason) writes each rejected record to the dead-letter topic.
 //
@@ -75,7 +85,7 @@
 //     message type the operator's values have; otherwise Build fails.
 //   - Every key change that reaches a topic crosses a declared boundary.
 //   - An app's groups are exactly the routing group (when it has stateless
-//     work from a source) and one group per aggregation.
+//     work from a source) and one group per aggregation or windowed join.
 //
 // # Limits (of Go's type system, not of the model)
 //
