@@ -235,7 +235,7 @@ func (b *Builder) assign() error {
 			if r.table != nil {
 				n.mark(r.table.name)
 				if n.term.rekey {
-					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream is written to instead", r.table.table)
+					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream (or the process's) is written to instead", r.table.table)
 				}
 			} else {
 				n.mark(b.app)
@@ -257,6 +257,10 @@ func (b *Builder) assign() error {
 		}
 	}
 	for _, a := range b.aggs {
+		if a.kind == processKind {
+			b.checkProcess(a)
+			continue
+		}
 		for _, r := range a.input.roots() {
 			switch {
 			case r.table != nil:

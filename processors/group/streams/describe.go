@@ -39,6 +39,8 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 	case n.topic != "":
 		tp, _ := a.topo.Topic(n.topic)
 		fmt.Fprintf(sb, "%sSource %s (key %s, %s)\n", pad, n.topic, tp.Key, n.typ)
+	case n.table != nil && n.table.kind == processKind:
+		fmt.Fprintf(sb, "%sForwarded by process %s (%s; its state %s in %s)\n", pad, n.table.name, n.typ, n.table.typ, n.table.table)
 	case n.table != nil:
 		fmt.Fprintf(sb, "%sTable %s (%s), on each update\n", pad, n.table.table, n.typ)
 	case n.term != nil && n.term.rekey:
@@ -83,6 +85,8 @@ func (a *App) Mermaid() string {
 				switch {
 				case p.topic != "":
 					edges = append(edges, topic(p.topic)+" --> "+id)
+				case p.table != nil && p.table.kind == processKind:
+					edges = append(edges, fmt.Sprintf("n%d_%s --> %s", a.b.index(a.b.terminalOf(p.table)), ident(g.Name()), id))
 				case p.table != nil:
 					edges = append(edges, topic(p.table.table)+" --> "+id)
 				default:
@@ -107,6 +111,16 @@ func (a *App) Mermaid() string {
 		sb.WriteString("  " + e + "\n")
 	}
 	return head.String() + sb.String()
+}
+
+// terminalOf is a's node: the aggregation or the process itself.
+func (b *Builder) terminalOf(a *stateful) *node {
+	for _, n := range b.nodes {
+		if n.term != nil && n.term.agg == a {
+			return n
+		}
+	}
+	return nil
 }
 
 func (b *Builder) index(n *node) int {
