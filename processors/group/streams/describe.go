@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencestream/fencestream/topology"
 )
 
 // Describe is the app as text, in the manner of Kafka Streams'
@@ -19,9 +21,17 @@ func (a *App) Describe() string {
 			a.describe(&sb, r, g.Name(), 2)
 		}
 	}
-	if len(a.ext.Boundaries) > 0 {
+	// The app's boundaries: those it added and those the topology already
+	// declared for its re-keys.
+	var bds []topology.Boundary
+	for _, bd := range a.topo.Boundaries {
+		if bd.Processor == a.name {
+			bds = append(bds, bd)
+		}
+	}
+	if len(bds) > 0 {
 		sb.WriteString("  Boundaries\n")
-		for _, bd := range a.ext.Boundaries {
+		for _, bd := range bds {
 			from, _ := a.topo.Topic(bd.From)
 			to, _ := a.topo.Topic(bd.To)
 			fmt.Fprintf(&sb, "    %s -> %s (key %s -> %s), in group %s\n      keeps: %s\n      loses: %s\n", bd.From, bd.To, from.Key, to.Key, bd.Processor, bd.Preserved, bd.Lost)
@@ -100,7 +110,7 @@ func (a *App) Mermaid() string {
 			case n.term != nil && n.term.agg != nil:
 				edges = append(edges, id+" --> "+topic(n.term.agg.table))
 			case n.term != nil && n.term.rekey:
-				edges = append(edges, id+" -->|\"re-key: keeps "+quote(n.term.boundary.Preserved)+"\"| "+topic(n.term.topic))
+				edges = append(edges, id+" -->|\"re-key: keeps "+quote(a.boundaryOf(n).Preserved)+"\"| "+topic(n.term.topic))
 			case n.term != nil:
 				edges = append(edges, id+" --> "+topic(n.term.topic))
 			}
@@ -111,6 +121,20 @@ func (a *App) Mermaid() string {
 		sb.WriteString("  " + e + "\n")
 	}
 	return head.String() + sb.String()
+}
+
+// boundaryOf is the boundary re-key n crosses: its own, or, when it named
+// none, the topology's.
+func (a *App) boundaryOf(n *node) topology.Boundary {
+	if n.term.boundary.Preserved != "" {
+		return n.term.boundary
+	}
+	for _, r := range n.roots() {
+		if bd, ok := a.topo.Boundary(a.name, r.topic, n.term.topic); ok {
+			return bd
+		}
+	}
+	return n.term.boundary
 }
 
 // terminalOf is a's node: the aggregation or the process itself.

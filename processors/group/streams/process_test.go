@@ -274,3 +274,23 @@ func Example_process() {
 	// Output:
 	// car-2 in since 08:05, still in at 08:35
 }
+
+// A re-key that names no boundary crosses the topology's: Describe and
+// Mermaid show that one (as processors/visits' re-keys do).
+func TestDescribeDeclaredBoundary(t *testing.T) {
+	topo := opsTopology()
+	topo.Boundaries = append(topo.Boundaries, topology.Boundary{Processor: "ops", From: "in", To: "by-len",
+		Preserved: "one id's values", Lost: "order between ids"})
+	b := streams.New(topo, "ops", nil)
+	b.Stream[str]("in").SelectKey(topology.Boundary{}, "by-len", func(_ string, v *str) string { return fmt.Sprint(len(v.GetValue())) })
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := app.Describe(); !strings.Contains(d, "in -> by-len (key id -> len), in group ops\n      keeps: one id's values\n      loses: order between ids") {
+		t.Fatalf("Describe lacks the declared boundary:\n%s", d)
+	}
+	if m := app.Mermaid(); !strings.Contains(m, `re-key: keeps one id's values`) {
+		t.Fatalf("Mermaid lacks the declared boundary:\n%s", m)
+	}
+}
