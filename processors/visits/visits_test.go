@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
@@ -175,5 +176,21 @@ func TestWindowClosedByStreamTimeAndLateRecord(t *testing.T) {
 	h.fire()
 	if got := h.hours("depot"); strings.HasPrefix(got, "08:00") {
 		t.Fatalf("retention: %s", got)
+	}
+}
+
+// A visit not under its device's key cannot be re-keyed by fence with
+// trust: visit-rekey dead-letters it as invalid, and the stats do not
+// count it.
+func TestMalformedVisitDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	h.consume(geofence.TopicVisits, "car-2", &visitspb.Visit{VisitId: "v1", DeviceId: "car-1", FenceId: "depot",
+		EnteredMs: base.UnixMilli(), LeftMs: base.Add(time.Minute).UnixMilli(), DurationMs: time.Minute.Milliseconds()})
+	dls := grouptest.DeadLetters(h.Harness)
+	if len(dls) != 1 || dls[0].Key != "car-2" || dls[0].Reason != deadletter.ReasonInvalid {
+		t.Fatalf("dead letters %+v, want car-2's visit as %s", dls, deadletter.ReasonInvalid)
+	}
+	if st := h.fenceState("depot"); st != nil {
+		t.Fatalf("depot's stats %v, want none", st)
 	}
 }
