@@ -294,3 +294,29 @@ func TestDescribeDeclaredBoundary(t *testing.T) {
 		t.Fatalf("Mermaid lacks the declared boundary:\n%s", m)
 	}
 }
+
+// A join after a Process runs in the process's group: what a timer
+// forwards is enriched with a table read for its key there.
+func TestProcessThenJoin(t *testing.T) {
+	b := streams.New(processTopology(true), "ops", nil)
+	counts := b.Stream[str]("in").GroupByKey().Count("agg")
+	b.Stream[str]("events", streams.EventTime(eventTime)).
+		Process("overstay", overstay(30*time.Minute)).
+		LeftJoin(counts, func(v *str, n *num) *str {
+			return wrapperspb.String(fmt.Sprintf("%s (%d earlier visits)", v.GetValue(), n.GetValue()))
+		}).
+		To("alerts")
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := streamstest.New(t, app, t0.Add(24*time.Hour))
+	pipe(t, d, "in", "car-1", "a", "car-1", "b")
+	pipeEvents(d, "car-1", "ENTER 08:00", "car-2", "ENTER 08:01", "car-3", "ENTER 08:45")
+	d.FireTimers()
+	got := read(t, d, "alerts")
+	want := []string{"car-1=in since 08:00, still in at 08:30 (2 earlier visits)", "car-2=in since 08:01, still in at 08:31 (0 earlier visits)"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("alerts %q, want %q", got, want)
+	}
+}
