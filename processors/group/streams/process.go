@@ -46,7 +46,8 @@ type processCall[S any, PS codecs.Message[S], V any] struct {
 // group built: it registers what the handler needs on p.Group() and returns
 // the handler, which reads and sets c's state as any kit handler does. An
 // error the handler returns dead-letters the record (reason invalid), as
-// the kit does. The result is the stream of what p.Forward hands on;
+// the kit does (a timer handler's is logged and counted, and the timer
+// consumed). The result is the stream of what p.Forward hands on;
 // operators after it run in the process's group, as after an aggregation.
 // As for GroupByKey, the group reads the stream's source itself: the
 // source must hold V, and no Map or FlatMap may change the key on the way.
