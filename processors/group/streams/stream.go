@@ -258,7 +258,7 @@ func (s Stream[V]) SelectKey(bd topology.Boundary, topic string, key func(key st
 		b.fail("SelectKey to %s: the boundary's Processor, From and To are the builder's to fill in; give only Preserved, Lost and Lag", topic)
 	}
 	rekeyed.sink("selectKey -> "+topic, topic, bd, true)
-	return b.Stream[V](topic)
+	return b.Stream[V](topic, s.eventTime()...) // the re-keyed records keep their event time
 }
 
 // GroupByKey groups the stream by its key for an aggregation, in a group
