@@ -217,10 +217,10 @@ func TestRoute(t *testing.T) {
 // each closed window, which the app maps into its own message.
 func Example_windowedAggregate() {
 	b := streams.New(aggTopology(), "ops", nil)
-	b.Stream[num]("ticks").GroupByKey().
+	tallies := b.Stream[num]("ticks").GroupByKey().
 		WindowedBy(streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)), tickTime).
-		Aggregate("tally", nil, func(_ string, _ *num, agg *testpb.Tally) { agg.Records++ }).
-		ToStream().
+		Aggregate("tally", nil, func(_ string, _ *num, agg *testpb.Tally) { agg.Records++ })
+	tallies.ToStream().
 		MapValues(func(w *kitpb.Window) *num { return wrapperspb.Int64(w.GetCount()) }).
 		To("per-minute")
 	app, err := b.Build()
@@ -238,7 +238,7 @@ func Example_windowedAggregate() {
 	for _, r := range streamstest.OutputTopic[num](d, "per-minute").Read() {
 		fmt.Println(r.Key, r.Value.GetValue())
 	}
-	st := grouptest.State[testpb.Tally](d.Harness(), "tally-table", "k")
+	st := streamstest.Stored[testpb.Tally](d, tallies, "k")
 	fmt.Println("records", st.GetRecords(), "late", st.GetWindows().GetLate())
 	// Output:
 	// k 3
