@@ -44,8 +44,10 @@ func TestDescribeDSLModule(t *testing.T) {
 		"Table fix-counts-table (google.protobuf.Int64Value), on each update",
 		"--> write fix-counts",
 	)
-	if strings.Count(out, "\nmodule ") != 1 {
-		t.Errorf("want one module section (only the DSL app draws its inside), got:\n%s", out)
+	// Only the DSL apps draw their inside: fixcounts and the stock
+	// devicestats (module devicehours), not the Processor API modules.
+	if n := strings.Count(out, "\nmodule "); n != 2 || !strings.Contains(out, "\nmodule devicehours:\n") {
+		t.Errorf("want two module sections (fixcounts, devicehours), got %d:\n%s", n, out)
 	}
 	if errs != "" {
 		t.Errorf("stderr: %s", errs)

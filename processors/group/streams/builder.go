@@ -166,6 +166,7 @@ type Group interface {
 	group.Declarer
 	Name() string
 	Processor(ctx context.Context, cl cluster.Config, opts ...group.Opt) (*group.Processor, error)
+	Run(ctx context.Context, cl cluster.Config, opts ...group.Opt) error
 }
 
 // App is a compiled DSL app: its groups on the topology extended by their
@@ -412,15 +413,13 @@ func (a *App) Extension() topology.Extension { return a.ext }
 // derive declarations from: each is a group.Declarer).
 func (a *App) Groups() []Group { return a.groups }
 
-// Run runs every group of the app until ctx ends or one fails.
+// Run runs every group of the app until ctx ends or one fails, as the kit's
+// Group.Run does: each logs "<group> ready" and calls the options' OnReady
+// once it has recovered (a binary's readiness covers it).
 func (a *App) Run(ctx context.Context, cl cluster.Config, opts ...group.Opt) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, g := range a.groups {
-		p, err := g.Processor(ctx, cl, opts...)
-		if err != nil {
-			return err
-		}
-		eg.Go(func() error { return p.Run(ctx) })
+		eg.Go(func() error { return g.Run(ctx, cl, opts...) })
 	}
 	return eg.Wait()
 }

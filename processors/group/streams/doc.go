@@ -38,7 +38,13 @@
 // groups too, on the kit's windows (processors/group/windows): the table is
 // the key's kitpb.WindowSet, closing goes by the partition's stream time
 // and the group's timer topic name+"-timers", and the emit strategy is the
-// spec's (final on window close, or every update). A stream-table Join or
+// spec's (final on window close, or every update). A windowed Aggregate
+// keeps the app's own message instead (its table, name+"-table", holds the
+// key's *A with the windows in A's kitpb.WindowSet field, so a view or route
+// reads the app's own state): add folds in each record that is not late, and
+// its stream hands over each window's result (kitpb.Window: start, end,
+// count, closed) under the record's key, for MapValues or Map into the app's
+// message. A stream-table Join or
 // LeftJoin reads an aggregation's table for the record's key in the group
 // that runs the stream (the kit's Join: co-partitioned, local). A windowed
 // stream-stream join (JoinWindowed, LeftJoinWindowed, OuterJoinWindowed with
@@ -63,14 +69,19 @@
 // # Where the boundaries are
 //
 // A re-key (SelectKey, GroupBy) writes a declared topic of another key and
-// names the topology.Boundary it crosses: what order survives, what is
-// lost, and the lag. Build fills in its processor and topics; a re-key with
-// no boundary (and none declared in the topology) is refused, naming both
-// topics and their keys. A To into a topic of another key is refused the
-// same way (it is a re-key), and so is a GroupByKey after a Map or FlatMap
-// (which may change the key: Kafka Streams would repartition silently). A
-// topic named like the loop topic of a group that reads or writes it
-// (group+"-loop", which Goka refuses at start) is refused by Build.
+// names the topology.Boundary it crosses: what order survives, what is lost,
+// and the lag. The re-keyed records keep their event time (as Kafka Streams
+// keeps a record's timestamp through a repartition topic). Build fills in
+// its processor and topics; a re-key with no boundary (and none declared in
+// the topology) is refused, naming both topics and their keys. A To into a
+// topic of another key is refused the same way (it is a re-key), and so is a
+// GroupByKey after a Map or FlatMap (which may change the key: Kafka Streams
+// would repartition silently). A topic named like the loop topic of a group
+// that reads or writes it (group+"-loop", which Goka refuses at start) is
+// refused by Build. A table's stream is re-keyed by way of a topic of its
+// key: ToStream().Through(topic).GroupBy(...) writes the updates to topic in
+// the table's group and re-keys them in the routing group, which reads topic
+// (records others write there, a replay, are read as the app's own).
 //
 // # What each operator costs
 //
@@ -103,6 +114,12 @@
 // the stream To a topic first). Build says so when it happens. Any group
 // writes any declared type (To after a table, a join or a MapValues), and a
 // join runs in whichever group runs its stream.
+//
+// Route serves a table's value per key over HTTP from a view (Kafka
+// Streams' interactive queries): 503 while the view recovers, 404 for a
+// key the table does not hold. App.Run and Module run each group as the
+// kit's Group.Run does ("<group> ready", OnReady), so a binary's readiness
+// covers the app.
 //
 // Package streamstest drives an app without a broker.
 package streams

@@ -108,8 +108,9 @@ func (t Table[V]) Name() string { return t.a.table }
 
 // Stored is the full name of the message the table's topic holds per key:
 // V for an aggregation's own table, fencestream.kit.v1.WindowSet for a
-// windowed one (whose stream is V), and "" for a table derived by Filter or
-// MapValues, which is computed on each update and stored nowhere.
+// windowed Count and the app's A for a windowed Aggregate (whose streams
+// are V), and "" for a table derived by Filter or MapValues, which is
+// computed on each update and stored nowhere.
 func (t Table[V]) Stored() string {
 	if t.n.table == nil {
 		return ""
