@@ -80,6 +80,9 @@ func (a *App) Mermaid() string {
 			id := fmt.Sprintf("n%d_%s", i, ident(g.Name()))
 			fmt.Fprintf(&sb, "    %s[\"%s\"]\n", id, n.label)
 			for _, p := range n.parents {
+				if !p.groups[g.Name()] {
+					continue // the other side of a table join, in its own group
+				}
 				switch {
 				case p.topic != "":
 					edges = append(edges, topic(p.topic)+" --> "+id)

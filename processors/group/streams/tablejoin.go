@@ -101,8 +101,8 @@ func tableJoin[V, W, R any](t Table[V], o Table[W], f func(*V, *W) *R, kind stri
 		b.fail("%s: a table joined with itself reads its own group table: MapValues it instead", label)
 		return Table[R]{n: b.add(nil, label, nameOf[R]()), a: t.a}
 	}
-	left := joinSide(lc, o.a, label, func(v *V, w *W) *R { return f(v, w) }, func(v, w bool) bool { return holds(v, w) })
-	right := joinSide(rc, t.a, label, func(w *W, v *V) *R { return f(v, w) }, func(w, v bool) bool { return holds(v, w) })
+	left := joinSide(lc, o.a, func(v *V, w *W) *R { return f(v, w) }, func(v, w bool) bool { return holds(v, w) })
+	right := joinSide(rc, t.a, func(w *W, v *V) *R { return f(v, w) }, func(w, v bool) bool { return holds(v, w) })
 	jn := b.add([]*node{left, right}, label, nameOf[R]())
 	out := b.add([]*node{jn}, "new values", nameOf[R]())
 	out.step = func(_ *run, key string, v any, next func(string, any) error) error {
@@ -114,8 +114,8 @@ func tableJoin[V, W, R any](t Table[V], o Table[W], f func(*V, *W) *R, kind stri
 
 // joinSide runs on one side's changes ch, in that side's group, reading the
 // other side's table (other) for the key.
-func joinSide[S, O, R any](ch *node, other *stateful, label string, join func(s *S, o *O) *R, holds func(s, o bool) bool) *node {
-	n := ch.b.add([]*node{ch}, label+": read "+other.table, nameOf[R]())
+func joinSide[S, O, R any](ch *node, other *stateful, join func(s *S, o *O) *R, holds func(s, o bool) bool) *node {
+	n := ch.b.add([]*node{ch}, "read "+other.table+" for the key", nameOf[R]())
 	n.joined = other.table
 	n.join = func(g group.AnyGroup) func(group.Reader) (any, error) {
 		j := group.Join[msg[O]](g, other.table)
