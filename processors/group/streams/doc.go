@@ -40,8 +40,21 @@
 // and the group's timer topic name+"-timers", and the emit strategy is the
 // spec's (final on window close, or every update). A stream-table Join or
 // LeftJoin reads an aggregation's table for the record's key in the group
-// that runs the stream (the kit's Join: co-partitioned, local). Module hosts an
-// app like any processor (host.Compose, the all-in-one, its own binary).
+// that runs the stream (the kit's Join: co-partitioned, local). A table-table
+// Join, LeftJoin or OuterJoin of two aggregations' tables runs in both
+// groups: an update of either side reads the other table for its key (the
+// kit's Join, declared on the updating side's group) and passes on the
+// joined row, or nil when the row goes (Kafka Streams' KTable-KTable joins);
+// the result is computed on each update, not stored. A table's GroupBy
+// re-groups its rows (Kafka Streams' KGroupedTable): on each update the
+// table's group writes the row's old value, to subtract from its old group
+// key, and its new value, to add under its new one, to a declared topic of
+// fencestream.kit.v1.Change across a declared boundary; the aggregation
+// (Count, Reduce or Aggregate with a subtractor) reads that topic. Both need
+// a table update's old value: the aggregation's group copies its value
+// before the adder runs, only when a join or GroupBy reads its changes.
+// Module hosts an app like any processor (host.Compose, the all-in-one, its
+// own binary).
 //
 // # Where the boundaries are
 //
@@ -63,7 +76,9 @@
 // aggregation is one state read and write per record in its group's table
 // (one store write with the record's envelope); a windowed one adds the
 // kit's window bookkeeping and a timer per key with open windows. A join is
-// one local table read. Against a count written by hand on the kit, the
+// one local table read (a table join: one per update, plus a copy of the
+// updated aggregation's old value); a table's GroupBy is one or two
+// produces per update and one consume each. Against a count written by hand on the kit, the
 // DSL adds 7 allocations and about 160 bytes per record (BenchmarkCount). A FilterNot or Filter with
 // DeadLetter(reason) writes each rejected record to the dead-letter topic.
 //
@@ -74,6 +89,9 @@
 //   - Every key change that reaches a topic crosses a declared boundary.
 //   - An app's groups are exactly the routing group (when it has stateless
 //     work from a source) and one group per aggregation.
+//   - A table's update reaches only what its own aggregation's group runs:
+//     each side of a table join runs, and reads the other table, in its own
+//     side's group.
 //
 // # Limits (of Go's type system, not of the model)
 //
