@@ -1,5 +1,6 @@
-// The stream DSL's re-grouped table update (processors/group/streams,
-// Table.GroupBy), generated into processors/group/kitpb (its generate.go).
+// The stream DSL's messages between groups (processors/group/streams): a
+// re-grouped table's update (Table.GroupBy) and a foreign-key table join's
+// subscriptions and responses (Table.JoinFK), generated into processors/group/kitpb (its generate.go).
 // Compatibility rules as for every fencestream schema: field numbers are
 // never reused; removed fields are reserved.
 
@@ -102,6 +103,181 @@ func (x *Change) GetHasNew() bool {
 	return false
 }
 
+// Subscription is a row of a foreign-key join's left table asking, under
+// the foreign key, for the right table's row (Kafka Streams' KIP-213
+// SubscriptionWrapper): key is the left row's key. The right side answers
+// every subscription with a Response to key.
+type Subscription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The left row no longer refers to this foreign key (it moved, or went).
+	Unsubscribe   bool `protobuf:"varint,2,opt,name=unsubscribe,proto3" json:"unsubscribe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscription) Reset() {
+	*x = Subscription{}
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscription) ProtoMessage() {}
+
+func (x *Subscription) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
+func (*Subscription) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_change_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Subscription) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Subscription) GetUnsubscribe() bool {
+	if x != nil {
+		return x.Unsubscribe
+	}
+	return false
+}
+
+// Subscribers is the state the right side keeps per foreign key: the left
+// rows that refer to it, to answer when the right row changes.
+type Subscribers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// The key whose subscription made this update, to answer.
+	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscribers) Reset() {
+	*x = Subscribers{}
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscribers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscribers) ProtoMessage() {}
+
+func (x *Subscribers) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscribers.ProtoReflect.Descriptor instead.
+func (*Subscribers) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_change_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Subscribers) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *Subscribers) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+// Response is the right table's row for a foreign key, sent back under the
+// left row's key (Kafka Streams' SubscriptionResponseWrapper).
+type Response struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ForeignKey string                 `protobuf:"bytes,1,opt,name=foreign_key,json=foreignKey,proto3" json:"foreign_key,omitempty"`
+	// The right row, encoded with its table's schema.
+	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	HasValue      bool   `protobuf:"varint,3,opt,name=has_value,json=hasValue,proto3" json:"has_value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Response) Reset() {
+	*x = Response{}
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Response) ProtoMessage() {}
+
+func (x *Response) ProtoReflect() protoreflect.Message {
+	mi := &file_fencestream_kit_v1_change_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Response.ProtoReflect.Descriptor instead.
+func (*Response) Descriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_change_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Response) GetForeignKey() string {
+	if x != nil {
+		return x.ForeignKey
+	}
+	return ""
+}
+
+func (x *Response) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Response) GetHasValue() bool {
+	if x != nil {
+		return x.HasValue
+	}
+	return false
+}
+
 var File_fencestream_kit_v1_change_proto protoreflect.FileDescriptor
 
 const file_fencestream_kit_v1_change_proto_rawDesc = "" +
@@ -111,7 +287,18 @@ const file_fencestream_kit_v1_change_proto_rawDesc = "" +
 	"\told_value\x18\x01 \x01(\fR\boldValue\x12\x17\n" +
 	"\ahas_old\x18\x02 \x01(\bR\x06hasOld\x12\x1b\n" +
 	"\tnew_value\x18\x03 \x01(\fR\bnewValue\x12\x17\n" +
-	"\ahas_new\x18\x04 \x01(\bR\x06hasNewB;Z9github.com/fencestream/fencestream/processors/group/kitpbb\x06proto3"
+	"\ahas_new\x18\x04 \x01(\bR\x06hasNew\"B\n" +
+	"\fSubscription\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12 \n" +
+	"\vunsubscribe\x18\x02 \x01(\bR\vunsubscribe\"9\n" +
+	"\vSubscribers\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x16\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\"^\n" +
+	"\bResponse\x12\x1f\n" +
+	"\vforeign_key\x18\x01 \x01(\tR\n" +
+	"foreignKey\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1b\n" +
+	"\thas_value\x18\x03 \x01(\bR\bhasValueB;Z9github.com/fencestream/fencestream/processors/group/kitpbb\x06proto3"
 
 var (
 	file_fencestream_kit_v1_change_proto_rawDescOnce sync.Once
@@ -125,9 +312,12 @@ func file_fencestream_kit_v1_change_proto_rawDescGZIP() []byte {
 	return file_fencestream_kit_v1_change_proto_rawDescData
 }
 
-var file_fencestream_kit_v1_change_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_fencestream_kit_v1_change_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_fencestream_kit_v1_change_proto_goTypes = []any{
-	(*Change)(nil), // 0: fencestream.kit.v1.Change
+	(*Change)(nil),       // 0: fencestream.kit.v1.Change
+	(*Subscription)(nil), // 1: fencestream.kit.v1.Subscription
+	(*Subscribers)(nil),  // 2: fencestream.kit.v1.Subscribers
+	(*Response)(nil),     // 3: fencestream.kit.v1.Response
 }
 var file_fencestream_kit_v1_change_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -148,7 +338,7 @@ func file_fencestream_kit_v1_change_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_change_proto_rawDesc), len(file_fencestream_kit_v1_change_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -33,7 +33,7 @@ func (t Table[V]) GroupBy(bd topology.Boundary, topic string, key func(key strin
 	}
 	ch := t.changes()
 	if ch == nil {
-		b.fail("Table.GroupBy to %s: table %s is windowed: its stream is its windows' results, not rows to re-group", topic, t.a.table)
+		b.fail("Table.GroupBy to %s: the table has no old values to subtract (a windowed table, whose stream is its windows' results, or a foreign-key join's result)", topic)
 		return GroupedTable[V]{s: b.Stream[kitpb.Change](topic)}
 	}
 	n := b.add([]*node{ch}, "groupBy", nameOf[kitpb.Change]())

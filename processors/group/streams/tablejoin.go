@@ -2,8 +2,6 @@ package streams
 
 import (
 	"google.golang.org/protobuf/proto"
-
-	"github.com/fencestream/fencestream/processors/group"
 )
 
 // change is one update of a table as its joins and GroupBy read it: the
@@ -116,14 +114,7 @@ func tableJoin[V, W, R any](t Table[V], o Table[W], f func(*V, *W) *R, kind stri
 // other side's table (other) for the key.
 func joinSide[S, O, R any](ch *node, other *stateful, join func(s *S, o *O) *R, holds func(s, o bool) bool) *node {
 	n := ch.b.add([]*node{ch}, "read "+other.table+" for the key", nameOf[R]())
-	n.joined = other.table
-	n.join = func(g group.AnyGroup) func(group.Reader) (any, error) {
-		j := group.Join[msg[O]](g, other.table)
-		return func(c group.Reader) (any, error) {
-			m, err := j.Get(c)
-			return unwrap(m), err
-		}
-	}
+	n.joined, n.join = other.table, joinOf[O](other.table)
 	n.step = func(r *run, key string, v any, next func(string, any) error) error {
 		c := v.(change)
 		old, _ := c.old.(*S)

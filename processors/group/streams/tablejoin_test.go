@@ -24,6 +24,9 @@ func tableTopology() *topology.Topology {
 		{"by-value", "value", c}, {"byval-table", "value", s}, {"byval-out", "value", s},
 		{"by-color", "color", c}, {"colors-table", "color", n}, {"color-counts", "color", n},
 		{"by-region", "region", c}, {"regions-table", "region", n},
+		{"regions-in", "region", s}, {"regioninfo-table", "region", s},
+		{"subs", "region", "fencestream.kit.v1.Subscription"}, {"fk-table", "region", "fencestream.kit.v1.Subscribers"},
+		{"resps", "id", "fencestream.kit.v1.Response"},
 		{"by-count", "count", c}, {"hist-table", "count", n}, {"firsts-table", "count", s},
 	} {
 		cleanup := topology.CleanupDelete
