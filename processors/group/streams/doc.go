@@ -52,7 +52,13 @@
 // fencestream.kit.v1.Change across a declared boundary; the aggregation
 // (Count, Reduce or Aggregate with a subtractor) reads that topic. Both need
 // a table update's old value: the aggregation's group copies its value
-// before the adder runs, only when a join or GroupBy reads its changes.
+// before the adder runs, only when a join or GroupBy reads its changes. A
+// foreign-key JoinFK or LeftJoinFK (Kafka Streams' KIP-213) joins tables of
+// different keys through two topics and a group the user declares and names:
+// the left table's group subscribes each row under its foreign key, a group
+// keeps each foreign key's subscribers and answers, the right table's group
+// answers every subscriber when its row changes, and the routing group joins
+// each answer with the left row, read locally.
 // Module hosts an app like any processor (host.Compose, the all-in-one, its
 // own binary).
 //

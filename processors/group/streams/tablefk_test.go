@@ -1,10 +1,14 @@
 package streams_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/fencestream/fencestream/processors/group/streams"
+	"github.com/fencestream/fencestream/processors/group/streams/streamstest"
 	"github.com/fencestream/fencestream/topology"
 )
 
@@ -56,4 +60,52 @@ func TestTableJoinFK(t *testing.T) {
 			}
 		})
 	}
+}
+
+// JoinFK's groups, topics and boundaries, as Describe shows them.
+func TestTableJoinFKDescribed(t *testing.T) {
+	b := streams.New(tableTopology(), "ops", nil)
+	users, regions := latest(b, "in", "l"), latest(b, "regions-in", "regioninfo")
+	users.JoinFK(regions, func(u *str) string { return u.GetValue() }, joinStr, "fk", "subs", "resps", toRegion, toUser).ToStream().To("out")
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := app.Describe()
+	for _, w := range []string{
+		"Group l: reads in; writes subs",
+		"Group fk: reads subs; writes resps; table fk-table",
+		"Group regioninfo: reads regions-in; writes resps",
+		"Group ops: reads resps; writes out",
+		"in -> subs (key id -> region), in group l",
+		"subs -> resps (key region -> id), in group fk",
+		"regions-in -> resps (key region -> id), in group regioninfo",
+	} {
+		if !strings.Contains(d, w) {
+			t.Errorf("describe does not say %q:\n%s", w, d)
+		}
+	}
+}
+
+// A foreign-key join: each user's row is joined with the row of the region
+// it names; a region's change reaches every user in it.
+func Example_tableJoinFK() {
+	runTables(func(b *streams.Builder) {
+		users, regions := latest(b, "in", "l"), latest(b, "regions-in", "regioninfo")
+		users.JoinFK(regions, func(u *str) string { return u.GetValue() }, joinStr, "fk", "subs", "resps", toRegion, toUser).
+			ToStream().To("out")
+	}, func(d *streamstest.Driver) {
+		streamstest.InputTopic[str](d, "regions-in").Pipe("eu", wrapperspb.String("Europe"))
+		streamstest.InputTopic[str](d, "in").Pipe("alice", wrapperspb.String("eu"))
+		streamstest.InputTopic[str](d, "in").Pipe("bob", wrapperspb.String("eu"))
+		streamstest.InputTopic[str](d, "regions-in").Pipe("eu", wrapperspb.String("EU"))
+		for _, r := range streamstest.OutputTopic[str](d, "out").Read() {
+			fmt.Println(r.Key, r.Value.GetValue())
+		}
+	})
+	// Output:
+	// alice eu+Europe
+	// bob eu+Europe
+	// alice eu+EU
+	// bob eu+EU
 }

@@ -246,6 +246,15 @@ func TestTableOpsRefused(t *testing.T) {
 		{"GroupBy to a topic of another type", func(b *streams.Builder) {
 			latest(b, "in", "l").GroupBy(byLen, "by-len", func(k string, _ *str) string { return k }).Count("lens")
 		}, "by-len"},
+		{"JoinFK through an undeclared topic", func(b *streams.Builder) {
+			users, regions := latest(b, "in", "l"), latest(b, "regions-in", "regioninfo")
+			users.JoinFK(regions, func(u *str) string { return u.GetValue() }, joinStr, "fk", "nowhere", "resps", toRegion, toUser)
+		}, "nowhere"},
+		{"GroupBy of a foreign-key join", func(b *streams.Builder) {
+			users, regions := latest(b, "in", "l"), latest(b, "regions-in", "regioninfo")
+			users.JoinFK(regions, func(u *str) string { return u.GetValue() }, joinStr, "fk", "subs", "resps", toRegion, toUser).
+				GroupBy(byLen, "by-color", func(_ string, v *str) string { return v.GetValue() }).Count("colors")
+		}, "no old values"},
 		{"GroupBy with no boundary", func(b *streams.Builder) {
 			latest(b, "in", "l").GroupBy(topology.Boundary{}, "by-color", func(_ string, v *str) string { return v.GetValue() }).Count("colors")
 		}, "no boundary"},
