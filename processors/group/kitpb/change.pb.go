@@ -27,6 +27,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Reply is when a subscription is answered (Kafka Streams' instructions).
+type Reply int32
+
+const (
+	// Always, with no value when the right table has no row.
+	Reply_REPLY_ALWAYS Reply = 0
+	// Only when the right table has a row (an inner join's new row).
+	Reply_REPLY_IF_FOUND Reply = 1
+	// Never (a row that left for another foreign key).
+	Reply_REPLY_NEVER Reply = 2
+)
+
+// Enum value maps for Reply.
+var (
+	Reply_name = map[int32]string{
+		0: "REPLY_ALWAYS",
+		1: "REPLY_IF_FOUND",
+		2: "REPLY_NEVER",
+	}
+	Reply_value = map[string]int32{
+		"REPLY_ALWAYS":   0,
+		"REPLY_IF_FOUND": 1,
+		"REPLY_NEVER":    2,
+	}
+)
+
+func (x Reply) Enum() *Reply {
+	p := new(Reply)
+	*p = x
+	return p
+}
+
+func (x Reply) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Reply) Descriptor() protoreflect.EnumDescriptor {
+	return file_fencestream_kit_v1_change_proto_enumTypes[0].Descriptor()
+}
+
+func (Reply) Type() protoreflect.EnumType {
+	return &file_fencestream_kit_v1_change_proto_enumTypes[0]
+}
+
+func (x Reply) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Reply.Descriptor instead.
+func (Reply) EnumDescriptor() ([]byte, []int) {
+	return file_fencestream_kit_v1_change_proto_rawDescGZIP(), []int{0}
+}
+
 // Change is one update of a table on its way to the aggregation that
 // re-groups it (Kafka Streams' Change on a KGroupedTable's repartition
 // topic): the row's old value, to take out of the aggregate under this key,
@@ -105,13 +158,14 @@ func (x *Change) GetHasNew() bool {
 
 // Subscription is a row of a foreign-key join's left table asking, under
 // the foreign key, for the right table's row (Kafka Streams' KIP-213
-// SubscriptionWrapper): key is the left row's key. The right side answers
-// every subscription with a Response to key.
+// SubscriptionWrapper): key is the left row's key; reply says whether the
+// right side answers it with a Response to key.
 type Subscription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// The left row no longer refers to this foreign key (it moved, or went).
-	Unsubscribe   bool `protobuf:"varint,2,opt,name=unsubscribe,proto3" json:"unsubscribe,omitempty"`
+	Unsubscribe   bool  `protobuf:"varint,2,opt,name=unsubscribe,proto3" json:"unsubscribe,omitempty"`
+	Reply         Reply `protobuf:"varint,3,opt,name=reply,proto3,enum=fencestream.kit.v1.Reply" json:"reply,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,13 +214,21 @@ func (x *Subscription) GetUnsubscribe() bool {
 	return false
 }
 
+func (x *Subscription) GetReply() Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return Reply_REPLY_ALWAYS
+}
+
 // Subscribers is the state the right side keeps per foreign key: the left
 // rows that refer to it, to answer when the right row changes.
 type Subscribers struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Keys  []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
-	// The key whose subscription made this update, to answer.
+	// The key whose subscription made this update, and how to answer it.
 	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	Reply         Reply  `protobuf:"varint,3,opt,name=reply,proto3,enum=fencestream.kit.v1.Reply" json:"reply,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +275,13 @@ func (x *Subscribers) GetAnswer() string {
 		return x.Answer
 	}
 	return ""
+}
+
+func (x *Subscribers) GetReply() Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return Reply_REPLY_ALWAYS
 }
 
 // Response is the right table's row for a foreign key, sent back under the
@@ -287,18 +356,24 @@ const file_fencestream_kit_v1_change_proto_rawDesc = "" +
 	"\told_value\x18\x01 \x01(\fR\boldValue\x12\x17\n" +
 	"\ahas_old\x18\x02 \x01(\bR\x06hasOld\x12\x1b\n" +
 	"\tnew_value\x18\x03 \x01(\fR\bnewValue\x12\x17\n" +
-	"\ahas_new\x18\x04 \x01(\bR\x06hasNew\"B\n" +
+	"\ahas_new\x18\x04 \x01(\bR\x06hasNew\"s\n" +
 	"\fSubscription\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12 \n" +
-	"\vunsubscribe\x18\x02 \x01(\bR\vunsubscribe\"9\n" +
+	"\vunsubscribe\x18\x02 \x01(\bR\vunsubscribe\x12/\n" +
+	"\x05reply\x18\x03 \x01(\x0e2\x19.fencestream.kit.v1.ReplyR\x05reply\"j\n" +
 	"\vSubscribers\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x16\n" +
-	"\x06answer\x18\x02 \x01(\tR\x06answer\"^\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\x12/\n" +
+	"\x05reply\x18\x03 \x01(\x0e2\x19.fencestream.kit.v1.ReplyR\x05reply\"^\n" +
 	"\bResponse\x12\x1f\n" +
 	"\vforeign_key\x18\x01 \x01(\tR\n" +
 	"foreignKey\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1b\n" +
-	"\thas_value\x18\x03 \x01(\bR\bhasValueB;Z9github.com/fencestream/fencestream/processors/group/kitpbb\x06proto3"
+	"\thas_value\x18\x03 \x01(\bR\bhasValue*>\n" +
+	"\x05Reply\x12\x10\n" +
+	"\fREPLY_ALWAYS\x10\x00\x12\x12\n" +
+	"\x0eREPLY_IF_FOUND\x10\x01\x12\x0f\n" +
+	"\vREPLY_NEVER\x10\x02B;Z9github.com/fencestream/fencestream/processors/group/kitpbb\x06proto3"
 
 var (
 	file_fencestream_kit_v1_change_proto_rawDescOnce sync.Once
@@ -312,19 +387,23 @@ func file_fencestream_kit_v1_change_proto_rawDescGZIP() []byte {
 	return file_fencestream_kit_v1_change_proto_rawDescData
 }
 
+var file_fencestream_kit_v1_change_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_fencestream_kit_v1_change_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_fencestream_kit_v1_change_proto_goTypes = []any{
-	(*Change)(nil),       // 0: fencestream.kit.v1.Change
-	(*Subscription)(nil), // 1: fencestream.kit.v1.Subscription
-	(*Subscribers)(nil),  // 2: fencestream.kit.v1.Subscribers
-	(*Response)(nil),     // 3: fencestream.kit.v1.Response
+	(Reply)(0),           // 0: fencestream.kit.v1.Reply
+	(*Change)(nil),       // 1: fencestream.kit.v1.Change
+	(*Subscription)(nil), // 2: fencestream.kit.v1.Subscription
+	(*Subscribers)(nil),  // 3: fencestream.kit.v1.Subscribers
+	(*Response)(nil),     // 4: fencestream.kit.v1.Response
 }
 var file_fencestream_kit_v1_change_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0, // 0: fencestream.kit.v1.Subscription.reply:type_name -> fencestream.kit.v1.Reply
+	0, // 1: fencestream.kit.v1.Subscribers.reply:type_name -> fencestream.kit.v1.Reply
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_fencestream_kit_v1_change_proto_init() }
@@ -337,13 +416,14 @@ func file_fencestream_kit_v1_change_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fencestream_kit_v1_change_proto_rawDesc), len(file_fencestream_kit_v1_change_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_fencestream_kit_v1_change_proto_goTypes,
 		DependencyIndexes: file_fencestream_kit_v1_change_proto_depIdxs,
+		EnumInfos:         file_fencestream_kit_v1_change_proto_enumTypes,
 		MessageInfos:      file_fencestream_kit_v1_change_proto_msgTypes,
 	}.Build()
 	File_fencestream_kit_v1_change_proto = out.File

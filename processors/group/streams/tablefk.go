@@ -14,7 +14,9 @@ import (
 // JoinFK joins each row of t with other's row under the foreign key fk
 // reads from it (Kafka Streams' foreign-key table join, KIP-213): the
 // result, under t's key, is joiner's, or nil (a tombstone) when other holds
-// no row for the foreign key, when fk says "" or when t's row goes.
+// no row for the foreign key, when fk says "" or when t's row goes; a new
+// row of t whose foreign key other does not hold yet waits for it quietly,
+// as in Kafka Streams.
 //
 // The tables are keyed differently, so the join crosses two declared
 // boundaries through two declared topics, as Kafka Streams does through
@@ -57,7 +59,10 @@ func joinFK[V, W, R any](t Table[V], o Table[W], fk func(*V) string, f func(*V, 
 	}
 
 	// t's updates subscribe their key under the foreign key (and leave the
-	// one they had).
+	// one they had), saying when to answer as Kafka Streams does: a new row
+	// of an inner join only when the right row exists, a changed row always
+	// (its earlier result may need retracting), a row that went with a
+	// tombstone, a row that moved away never.
 	sub := b.add([]*node{lc}, "subscribe under the foreign key", nameOf[kitpb.Subscription]())
 	sub.step = func(_ *run, k string, v any, next func(string, any) error) error {
 		c := v.(change)
@@ -71,14 +76,22 @@ func joinFK[V, W, R any](t Table[V], o Table[W], fk func(*V) string, f func(*V, 
 			nfk = fk(nw)
 		}
 		if ofk != "" && ofk != nfk {
-			if err := next(ofk, &kitpb.Subscription{Key: k, Unsubscribe: true}); err != nil {
+			reply := kitpb.Reply_REPLY_NEVER
+			if nfk == "" {
+				reply = kitpb.Reply_REPLY_ALWAYS // nothing else will retract the result
+			}
+			if err := next(ofk, &kitpb.Subscription{Key: k, Unsubscribe: true, Reply: reply}); err != nil {
 				return err
 			}
 		}
-		if nfk != "" {
-			return next(nfk, &kitpb.Subscription{Key: k})
+		if nfk == "" {
+			return nil
 		}
-		return nil
+		reply := kitpb.Reply_REPLY_ALWAYS
+		if old == nil && !left {
+			reply = kitpb.Reply_REPLY_IF_FOUND
+		}
+		return next(nfk, &kitpb.Subscription{Key: k, Reply: reply})
 	}
 	Stream[kitpb.Subscription]{sub}.sink("subscribe -> "+subs, subs, toFK, true).term.regroup = true
 
@@ -90,21 +103,25 @@ func joinFK[V, W, R any](t Table[V], o Table[W], fk func(*V) string, f func(*V, 
 			if !s.GetUnsubscribe() {
 				st.Keys = append(st.Keys, s.GetKey())
 			}
-			st.Answer = s.GetKey()
+			st.Answer, st.Reply = s.GetKey(), s.GetReply()
 			return st
 		})
 	answer := b.add([]*node{kept.n}, "answer with "+o.a.table, nameOf[kitpb.Response]())
 	answer.joined, answer.join = o.a.table, joinOf[W](o.a.table)
 	answer.step = func(r *run, key string, v any, next func(string, any) error) error {
 		st, _ := v.(*kitpb.Subscribers)
-		if st.GetAnswer() == "" {
+		if st.GetAnswer() == "" || st.GetReply() == kitpb.Reply_REPLY_NEVER {
 			return nil
 		}
 		got, err := r.joins[answer](r.kc)
 		if err != nil {
 			return err
 		}
-		m, err := responseOf(key, got.(*W))
+		w, _ := got.(*W)
+		if w == nil && st.GetReply() == kitpb.Reply_REPLY_IF_FOUND {
+			return nil
+		}
+		m, err := responseOf(key, w)
 		if err != nil {
 			return err
 		}
