@@ -88,6 +88,8 @@ type node struct {
 	eventTime any
 	// input registers the source topic on a routing group (sources only).
 	input func(g *routingGroup, h func(c kitContext, v any) error, log *slog.Logger)
+	// joinInput registers it on a windowed join's group (sources only).
+	joinInput func(g *joinGroup, h func(c kitContext, v any) error)
 }
 
 // terminal is a write or an aggregation.
@@ -275,6 +277,9 @@ func (b *Builder) assign() error {
 		}
 	}
 	for _, a := range b.aggs {
+		if a.input == nil {
+			continue // a windowed join: two inputs, checked when declared
+		}
 		for _, r := range a.input.roots() {
 			switch {
 			case r.table != nil:

@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencestream/fencestream/topology"
 )
 
 // Describe is the app as text, in the manner of Kafka Streams'
@@ -39,6 +41,10 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 	case n.topic != "":
 		tp, _ := a.topo.Topic(n.topic)
 		fmt.Fprintf(sb, "%sSource %s (key %s, %s)\n", pad, n.topic, tp.Key, n.typ)
+	case n.table != nil && n.table.typ != n.typ:
+		// A windowed table holds each key's windows; what flows on is one
+		// window's result, keyed key@start, as its emit strategy hands it over.
+		fmt.Fprintf(sb, "%sTable %s (%s), each window's %s as it is emitted\n", pad, n.table.table, n.table.typ, n.typ)
 	case n.table != nil:
 		fmt.Fprintf(sb, "%sTable %s (%s), on each update\n", pad, n.table.table, n.typ)
 	case n.term != nil && n.term.rekey:
@@ -59,26 +65,46 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 // group a subgraph of its operators, each re-key an edge labelled with the
 // boundary it crosses.
 func (a *App) Mermaid() string {
-	var head, sb strings.Builder
+	var head strings.Builder
 	head.WriteString("flowchart LR\n")
 	topics := map[string]bool{}
-	topic := func(name string) string {
-		id := "t_" + ident(name)
+	body := a.mermaid("", func(name string) string {
+		id := topology.MermaidID(name)
 		if !topics[name] {
 			topics[name] = true
 			fmt.Fprintf(&head, "  %s[(\"%s\")]\n", id, name)
 		}
 		return id
+	})
+	return head.String() + body
+}
+
+// mermaidIn is the app's groups and operators as lines to add to the
+// flowchart of the topology it runs in (topology.Mermaid), which draws
+// its topics: one subgraph, the app, around its groups' subgraphs.
+func (a *App) mermaidIn() string {
+	return a.mermaid(fmt.Sprintf("app %s: operators", a.name), topology.MermaidID)
+}
+
+// mermaid is the app's groups as subgraphs, in one named within if
+// within is not "", and the edges between their operators and the topics
+// topic names.
+func (a *App) mermaid(within string, topic func(name string) string) string {
+	var sb strings.Builder
+	pad := "  "
+	if within != "" {
+		fmt.Fprintf(&sb, "  subgraph app_%s [\"%s\"]\n", ident(a.name), quote(within))
+		pad = "    "
 	}
 	var edges []string
 	for _, g := range a.groups {
-		fmt.Fprintf(&sb, "  subgraph g_%s [\"group %s\"]\n", ident(g.Name()), g.Name())
+		fmt.Fprintf(&sb, "%ssubgraph g_%s [\"group %s\"]\n", pad, ident(g.Name()), g.Name())
 		for i, n := range a.b.nodes {
 			if !n.groups[g.Name()] || n.topic != "" || n.table != nil {
 				continue
 			}
 			id := fmt.Sprintf("n%d_%s", i, ident(g.Name()))
-			fmt.Fprintf(&sb, "    %s[\"%s\"]\n", id, n.label)
+			fmt.Fprintf(&sb, "%s  %s[\"%s\"]\n", pad, id, n.label)
 			for _, p := range n.parents {
 				if !p.groups[g.Name()] {
 					continue // the other side of a table join, in its own group
@@ -104,12 +130,15 @@ func (a *App) Mermaid() string {
 				edges = append(edges, id+" --> "+topic(n.term.topic))
 			}
 		}
+		sb.WriteString(pad + "end\n")
+	}
+	if within != "" {
 		sb.WriteString("  end\n")
 	}
 	for _, e := range edges {
 		sb.WriteString("  " + e + "\n")
 	}
-	return head.String() + sb.String()
+	return sb.String()
 }
 
 func (b *Builder) index(n *node) int {

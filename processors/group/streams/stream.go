@@ -62,6 +62,9 @@ func (b *Builder) Stream[V any](topic string, opts ...SourceOpt[V]) Stream[V] {
 	n.input = func(g *routingGroup, h func(c kitContext, v any) error, _ *slog.Logger) {
 		group.Stream(g, topic, func(c *group.Context[emptyState, *emptyState], m *msg[V]) error { return h(c, unwrap(m)) }, streamOpts(cfg.at)...)
 	}
+	n.joinInput = func(g *joinGroup, h func(c kitContext, v any) error) {
+		group.Stream(g, topic, func(c *joinCtx, m *msg[V]) error { return h(c, unwrap(m)) }, streamOpts(cfg.at)...)
+	}
 	b.roots[topic] = n
 	return Stream[V]{n}
 }
