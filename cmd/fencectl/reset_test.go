@@ -216,10 +216,11 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 }
 
 // TestPairedEdges: of the stock topology's boundaries, only
-// occupancy-changes and delivery-outcomes are written by one group for
-// another to stream (each once, though delivery writes its outcomes from
-// its triggers and its timers); the visits' and device stats' outputs are
-// not, so reset never deletes them.
+// occupancy-changes, delivery-outcomes and visits-by-fence are written by
+// one group for another to stream (each once, though delivery writes its
+// outcomes from its triggers and its timers, and visit-rekey its re-keys
+// from two topics); the visits' and device stats' outputs are not, so
+// reset never deletes them.
 func TestPairedEdges(t *testing.T) {
 	topo, err := modules.Topology(24)
 	if err != nil {
@@ -227,6 +228,7 @@ func TestPairedEdges(t *testing.T) {
 	}
 	got := pairedEdges(topo)
 	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy},
+		{topic: geofence.TopicVisitsByFence, writer: geofence.GroupVisitRekey, reader: geofence.GroupVisitStats},
 		{topic: delivery.TopicOutcomes, writer: delivery.Group, reader: delivery.Status}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pairedEdges = %+v, want %+v", got, want)

@@ -255,7 +255,7 @@ func (b *Builder) assign() error {
 			if r.table != nil {
 				n.mark(r.table.name)
 				if n.term.rekey && !n.term.regroup {
-					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream is written to instead", r.table.table)
+					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream (or the process's) is written to instead", r.table.table)
 				}
 			} else {
 				n.mark(b.app)
@@ -277,6 +277,10 @@ func (b *Builder) assign() error {
 		}
 	}
 	for _, a := range b.aggs {
+		if a.kind == processKind {
+			b.checkProcess(a)
+			continue
+		}
 		if a.input == nil {
 			continue // a windowed join: two inputs, checked when declared
 		}

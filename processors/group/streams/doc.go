@@ -73,6 +73,13 @@
 // Mermaid flowchart) for fencectl topology describe, through
 // host.Module.Describe.
 //
+// Process (Kafka Streams' KStream.process) is the way out to the kit: a
+// group of its own whose table, name+"-table", holds the handler's state S
+// itself (not a DSL wrapper, so views read it); setup registers the kit's
+// timers, windows or dedup on the group and returns a kit handler; what the
+// handlers Forward is the resulting stream, whose operators run in the
+// process's group. A handler's error dead-letters the record as invalid.
+//
 // # Where the boundaries are
 //
 // A re-key (SelectKey, GroupBy) writes a declared topic of another key and
@@ -92,13 +99,14 @@
 // produce and one consume, plus the ordering its boundary says is lost. An
 // aggregation is one state read and write per record in its group's table
 // (one store write with the record's envelope); a windowed one adds the
-// kit's window bookkeeping and a timer per key with open windows. A join is
-// one local table read (a table join: one per update, plus a copy of the
-// updated aggregation's old value); a table's GroupBy is one or two
-// produces per update and one consume each; a windowed join, one state
-// read and write per record (the key's buffers, bounded by
-// before+after+grace) and a timer per key with buffered records. Against a
-// count written by hand on the kit, the
+// kit's window bookkeeping and a timer per key with open windows. A Process
+// costs what a kit handler does (its state read and write, its timers). A
+// join is one local table read (a table join: one per update, plus a copy of
+// the updated aggregation's old value); a table's GroupBy is one or two
+// produces per update and one consume each; a windowed join, one state read
+// and write per record (the key's buffers, bounded by before+after+grace)
+// and a timer per key with buffered records. Against a count written by
+// hand on the kit, the
 // DSL adds 7 allocations and about 160 bytes per record (BenchmarkCount). A FilterNot or Filter with
 // DeadLetter(reason) writes each rejected record to the dead-letter topic.
 //
@@ -108,14 +116,14 @@
 //     message type the operator's values have; otherwise Build fails.
 //   - Every key change that reaches a topic crosses a declared boundary.
 //   - An app's groups are exactly the routing group (when it has stateless
-//     work from a source) and one group per aggregation or windowed join.
+//     work from a source) and one group per aggregation, windowed join or Process.
 //   - A table's update reaches only what its own aggregation's group runs:
 //     each side of a table join runs, and reads the other table, in its own
 //     side's group.
 //
 // # Limits (of Go's type system, not of the model)
 //
-// GroupByKey needs the values its source holds: the aggregation's group
+// GroupByKey (and Process) needs the values its source holds: the group
 // reads the source itself, and a Go method cannot name the source's type
 // from the grouped stream's (change the type after aggregating, or write
 // the stream To a topic first). Build says so when it happens. Any group
