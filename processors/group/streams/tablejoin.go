@@ -10,14 +10,15 @@ import (
 type change struct{ old, new any }
 
 // changes is the node whose records are t's changes, or nil when t has
-// none (a windowed table, whose stream is its windows' results). An
+// none (a windowed table, whose stream is its windows' results, or a
+// Process's, whose handler keeps no old value). An
 // aggregation's changes cost a copy of its value before each update, once
 // something reads them.
 func (t Table[V]) changes() *node {
 	if t.ch != nil {
 		return t.ch
 	}
-	if t.n.table == nil || t.a.typ != t.a.out {
+	if t.n.table == nil || t.a.typ != t.a.out || t.a.kind == processKind {
 		return nil
 	}
 	if t.a.changes == nil {
