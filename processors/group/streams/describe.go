@@ -23,9 +23,14 @@ func (a *App) Describe() string {
 	}
 	// The app's boundaries: those it added and those the topology already
 	// declared for its re-keys.
+	// A table's GroupBy and a foreign-key join re-key in a table's group.
+	groups := map[string]bool{a.name: true}
+	for _, g := range a.groups {
+		groups[g.Name()] = true
+	}
 	var bds []topology.Boundary
 	for _, bd := range a.topo.Boundaries {
-		if bd.Processor == a.name {
+		if groups[bd.Processor] {
 			bds = append(bds, bd)
 		}
 	}
@@ -118,6 +123,9 @@ func (a *App) mermaid(within string, topic func(name string) string) string {
 			id := fmt.Sprintf("n%d_%s", i, ident(g.Name()))
 			fmt.Fprintf(&sb, "%s  %s[\"%s\"]\n", pad, id, n.label)
 			for _, p := range n.parents {
+				if !p.groups[g.Name()] {
+					continue // the other side of a table join, in its own group
+				}
 				switch {
 				case p.topic != "":
 					edges = append(edges, topic(p.topic)+" --> "+id)
@@ -161,6 +169,13 @@ func (a *App) boundaryOf(n *node) topology.Boundary {
 	for _, r := range n.roots() {
 		if bd, ok := a.topo.Boundary(a.name, r.topic, n.term.topic); ok {
 			return bd
+		}
+		if r.table != nil && r.table.input != nil {
+			for _, s := range r.table.input.roots() {
+				if bd, ok := a.topo.Boundary(r.table.name, s.topic, n.term.topic); ok {
+					return bd
+				}
+			}
 		}
 	}
 	return n.term.boundary

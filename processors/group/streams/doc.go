@@ -53,9 +53,29 @@
 // windows.StreamJoin, reading both sides' sources (keyed alike, with
 // EventTime): its buffers are the key's kitpb.JoinBuffer in name+"-table",
 // and unmatched records of a left or outer join come out once the window plus
-// grace has closed, by stream time and the timer topic name+"-timers". Module
-// hosts an app like any processor (host.Compose, the all-in-one, its own
-// binary), and draws it (App.Describe; its operators in the topology's
+// grace has closed, by stream time and the timer topic name+"-timers".
+//
+// A table-table Join, LeftJoin or OuterJoin of two aggregations' tables runs
+// in both groups: an update of either side reads the other table for its
+// key (the kit's Join, declared on the updating side's group) and passes on
+// the joined row, or nil when the row goes (Kafka Streams' KTable-KTable
+// joins); the result is computed on each update, not stored. A table's
+// GroupBy re-groups its rows (Kafka Streams' KGroupedTable): on each update
+// the table's group writes the row's old value, to subtract from its old
+// group key, and its new value, to add under its new one, to a declared
+// topic of fencestream.kit.v1.Change across a declared boundary; the
+// aggregation (Count, Reduce or Aggregate with a subtractor) reads that
+// topic. Both need a table update's old value: the aggregation's group
+// copies its value before the adder runs, only when a join or GroupBy reads
+// its changes. A foreign-key JoinFK or LeftJoinFK (Kafka Streams' KIP-213)
+// joins tables of different keys through two topics and a group the user
+// declares and names: the left table's group subscribes each row under its
+// foreign key, a group keeps each foreign key's subscribers and answers, the
+// right table's group answers every subscriber when its row changes, and
+// the routing group joins each answer with the left row, read locally.
+//
+// Module hosts an app like any processor (host.Compose, the all-in-one, its
+// own binary), and draws it (App.Describe; its operators in the topology's
 // Mermaid flowchart) for fencectl topology describe, through
 // host.Module.Describe.
 //
@@ -91,10 +111,13 @@
 // aggregation is one state read and write per record in its group's table
 // (one store write with the record's envelope); a windowed one adds the
 // kit's window bookkeeping and a timer per key with open windows. A Process
-// costs what a kit handler does (its state read and write, its timers). A join is
-// one local table read; a windowed join, one state read and write per record
-// (the key's buffers, bounded by before+after+grace) and a timer per key with
-// buffered records. Against a count written by hand on the kit, the
+// costs what a kit handler does (its state read and write, its timers). A
+// join is one local table read (a table join: one per update, plus a copy of
+// the updated aggregation's old value); a table's GroupBy is one or two
+// produces per update and one consume each; a windowed join, one state read
+// and write per record (the key's buffers, bounded by before+after+grace)
+// and a timer per key with buffered records. Against a count written by
+// hand on the kit, the
 // DSL adds 7 allocations and about 160 bytes per record (BenchmarkCount). A FilterNot or Filter with
 // DeadLetter(reason) writes each rejected record to the dead-letter topic.
 //
@@ -105,6 +128,9 @@
 //   - Every key change that reaches a topic crosses a declared boundary.
 //   - An app's groups are exactly the routing group (when it has stateless
 //     work from a source) and one group per aggregation, windowed join or Process.
+//   - A table's update reaches only what its own aggregation's group runs:
+//     each side of a table join runs, and reads the other table, in its own
+//     side's group.
 //
 // # Limits (of Go's type system, not of the model)
 //
