@@ -295,20 +295,21 @@ geofencing topics and groups ON THAT CLUSTER ARE DELETED and recreated.`)
 
 func runBenchOccupancy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("bench occupancy", "bench occupancy --brokers B --exec PATH [--triggers N --trigger-devices N --record-cache BYTES] [-- BINARY FLAGS]",
-		`Measures the occupancy binary as a process of its own against the broker B (a separate
-process: "fencectl broker --data DIR" prints its address, or a real cluster). The
-geofencing topics and groups ON B ARE DELETED and recreated; then it loads the demo
-fences, produces --triggers well-formed ENTER/EXIT triggers for --trigger-devices
-devices over 7 demo fences straight to fence-triggers (stage (e)'s), and starts PATH
+		`Measures the occupancy binary as a process of its own against the broker B, itself a
+separate process ("fencectl broker --data DIR" prints its address) or a real cluster.
+The geofencing topics and groups ON B ARE DELETED and recreated; then it loads the demo
+fences and produces --triggers well-formed ENTER/EXIT triggers for --trigger-devices
+devices over 7 demo fences straight to fence-triggers (stage (e)'s). It starts PATH
 (go build -o /tmp/occupancy ./cmd/occupancy) with --brokers B --state-dir TEMP
---partitions N --metrics-addr 127.0.0.1:FREE (--record-cache when given, the TLS and
-SASL flags given here, then the arguments after "--"). It times the binary from its
-/readyz's first 200 until its /metrics show every trigger applied once and every count
-change added up (anything else fails the run), then stops it with SIGTERM, checks both
-groups committed every offset and removes TEMP. A binary that does not get ready
-within --ready-timeout, or applies nothing for --stall-timeout, fails the run.
-Progress to stderr; one JSON object to stdout: triggers_per_s, and cpu_us_per_trigger,
-the binary's own CPU (user+system) in the timed window per trigger.`)
+--partitions N --metrics-addr 127.0.0.1:FREE, --record-cache when given, the TLS and
+SASL flags given here, then the arguments after "--" (not --brokers, --state-dir or
+--metrics-addr). It times the binary from its /readyz's first 200 until its /metrics
+show every trigger applied once and every count change added up (anything else fails
+the run), then stops it with SIGTERM, checks both groups committed every offset and
+removes TEMP. A binary not ready within --ready-timeout, or applying nothing for
+--stall-timeout, fails the run. Progress to stderr; one JSON object to stdout with
+triggers_per_s and cpu_us_per_trigger, the binary's own CPU (user+system) in the
+timed window per trigger.`)
 	var cl cluster.Config
 	cl.ClientID = "fencectl-bench"
 	cl.RegisterFlags(c.fs)

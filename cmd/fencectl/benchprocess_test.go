@@ -107,7 +107,7 @@ func TestBenchOccupancyProcess(t *testing.T) {
 	defer cancel()
 
 	var out, errb bytes.Buffer
-	args := []string{"occupancy", "--brokers", addr, "--exec", bin, "--triggers", strconv.Itoa(n), "--trigger-devices", "400", "--partitions", "4"}
+	args := []string{"occupancy", "--brokers", addr, "--exec", bin, "--triggers", strconv.Itoa(n), "--trigger-devices", "400", "--partitions", "4", "--", "--lag-interval", "5s"}
 	if code := runBench(ctx, args, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
 	}
@@ -133,6 +133,9 @@ func TestBenchOccupancyProcess(t *testing.T) {
 	}
 	if res.ChildCPU <= 0 {
 		t.Errorf("child_cpu_total_s = %v, want > 0", res.ChildCPU)
+	}
+	if !slices.Equal(res.Config.Args[max(0, len(res.Config.Args)-2):], []string{"--lag-interval", "5s"}) {
+		t.Errorf("args %q: the arguments after -- are not passed on", res.Config.Args)
 	}
 	i := slices.Index(res.Config.Args, "--state-dir")
 	if i < 0 || i+1 >= len(res.Config.Args) {

@@ -139,6 +139,12 @@ func (c *ProcessConfig) defaults() error {
 	case c.ReadyTimeout < 0 || c.StallTimeout < 0:
 		return errors.New("ready and stall timeouts must not be negative")
 	}
+	for _, a := range c.Args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "metrics-addr" || name == "state-dir" || name == "brokers") {
+			return fmt.Errorf("the binary's %s is the bench's to set, not an argument after --", a)
+		}
+	}
 	return nil
 }
 
@@ -204,8 +210,7 @@ func OccupancyProcess(ctx context.Context, cfg ProcessConfig) (*ProcessResult, e
 	if cfg.RecordCache > 0 {
 		args = append(args, "--record-cache", strconv.Itoa(cfg.RecordCache))
 	}
-	args = append(args, cfg.Args...)
-	ch, err := startChild(exe, args)
+	ch, err := startChild(exe, args, cfg.Args)
 	if err != nil {
 		return nil, err
 	}
@@ -325,17 +330,18 @@ type child struct {
 	http    *http.Client
 }
 
-// startChild starts exe with args and --metrics-addr on a free loopback
-// port, in a process group of its own (a wrapper script's children stop
+// startChild starts exe with args, --metrics-addr on a free loopback port
+// and extra (the user's), in a process group of its own (a wrapper script's children stop
 // with it) that ends if the bench dies.
-func startChild(exe string, args []string) (*child, error) {
+func startChild(exe string, args, extra []string) (*child, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	addr := l.Addr().String()
 	_ = l.Close() // the binary binds it; a port taken meanwhile fails its start, reported with its stderr
-	ch := &child{args: append(args, "--metrics-addr", addr), metrics: addr, stderr: &tail{max: 16 << 10}, exited: make(chan struct{}),
+	args = append(append(args, "--metrics-addr", addr), extra...)
+	ch := &child{args: args, metrics: addr, stderr: &tail{max: 16 << 10}, exited: make(chan struct{}),
 		http: &http.Client{Timeout: 5 * time.Second}}
 	ch.cmd = exec.Command(exe, ch.args...)
 	ch.cmd.Stdout, ch.cmd.Stderr = ch.stderr, ch.stderr
