@@ -309,7 +309,7 @@ the run), then stops it with SIGTERM, checks both groups committed every offset 
 removes TEMP. A binary not ready within --ready-timeout, or applying nothing for
 --stall-timeout, fails the run. Progress to stderr; one JSON object to stdout with
 triggers_per_s and cpu_us_per_trigger, the binary's own CPU (user+system) in the
-timed window per trigger.`)
+timed window per trigger (with --broker-pid, broker_cpu_us_per_trigger too).`)
 	var cl cluster.Config
 	cl.ClientID = "fencectl-bench"
 	cl.RegisterFlags(c.fs)
@@ -319,6 +319,7 @@ timed window per trigger.`)
 	recordCache := c.fs.Int("record-cache", 0, "given to the binary as --record-cache when positive (the binary must have the flag)")
 	readyTimeout := c.fs.Duration("ready-timeout", 2*time.Minute, "how long the binary may take to answer 200 on /readyz")
 	stallTimeout := c.fs.Duration("stall-timeout", time.Minute, "how long the binary may apply nothing before the run fails")
+	brokerPID := c.fs.Int("broker-pid", 0, "the broker's process id on this machine, to report its CPU per trigger too (0: not reported)")
 	partitions := partitionsFlag(c.fs)
 	pos, code, ok := c.parse(args, stdout, stderr)
 	if !ok {
@@ -338,11 +339,13 @@ timed window per trigger.`)
 		return c.usageErr(stderr, "--record-cache must not be negative")
 	case *readyTimeout <= 0 || *stallTimeout <= 0:
 		return c.usageErr(stderr, "--ready-timeout and --stall-timeout must be positive")
+	case *brokerPID < 0:
+		return c.usageErr(stderr, "--broker-pid must not be negative")
 	}
 	res, err := bench.OccupancyProcess(ctx, bench.ProcessConfig{
 		Cluster: cl, Exec: *exe, Args: pos, Triggers: *triggers, TriggerDevices: *triggerDevices,
 		RecordCache: *recordCache, Partitions: int32(*partitions),
-		ReadyTimeout: *readyTimeout, StallTimeout: *stallTimeout, Progress: stderr,
+		ReadyTimeout: *readyTimeout, StallTimeout: *stallTimeout, BrokerPID: *brokerPID, Progress: stderr,
 	})
 	if err != nil {
 		return c.fail(stderr, err)

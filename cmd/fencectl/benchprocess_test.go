@@ -107,7 +107,8 @@ func TestBenchOccupancyProcess(t *testing.T) {
 	defer cancel()
 
 	var out, errb bytes.Buffer
-	args := []string{"occupancy", "--brokers", addr, "--exec", bin, "--triggers", strconv.Itoa(n), "--trigger-devices", "400", "--partitions", "4", "--", "--lag-interval", "5s"}
+	args := []string{"occupancy", "--brokers", addr, "--exec", bin, "--triggers", strconv.Itoa(n), "--trigger-devices", "400", "--partitions", "4",
+		"--broker-pid", strconv.Itoa(os.Getpid()), "--", "--lag-interval", "5s"}
 	if code := runBench(ctx, args, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
 	}
@@ -121,6 +122,7 @@ func TestBenchOccupancyProcess(t *testing.T) {
 		CPU      float64            `json:"cpu_us_per_trigger"`
 		Results  map[string]float64 `json:"results"`
 		ChildCPU float64            `json:"child_cpu_total_s"`
+		Broker   float64            `json:"broker_cpu_us_per_trigger"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
@@ -130,6 +132,10 @@ func TestBenchOccupancyProcess(t *testing.T) {
 	}
 	if res.Before+res.Timed != n || (res.Timed > 0 && res.PerSec <= 0) {
 		t.Errorf("%d applied before ready + %d timed at %.0f/s: want %d in all, a rate when any was timed", res.Before, res.Timed, res.PerSec, n)
+	}
+	if res.Timed > 0 && res.Broker <= 0 {
+		// The broker runs in this test's process, busy serving the binary.
+		t.Errorf("broker_cpu_us_per_trigger = %v with --broker-pid, want > 0", res.Broker)
 	}
 	if res.ChildCPU <= 0 {
 		t.Errorf("child_cpu_total_s = %v, want > 0", res.ChildCPU)

@@ -59,6 +59,9 @@ type ProcessConfig struct {
 	// that never consumes.
 	ReadyTimeout time.Duration
 	StallTimeout time.Duration
+	// BrokerPID, when set, is the broker's process on this machine: its CPU
+	// in the timed window is reported too.
+	BrokerPID int
 	// Progress receives one line per step and the binary's stderr when it
 	// fails (default: discarded).
 	Progress io.Writer
@@ -100,6 +103,9 @@ type ProcessResult struct {
 	// time over the window's wall time.
 	CPUMicrosPerTrigger float64 `json:"cpu_us_per_trigger"`
 	CPUCores            float64 `json:"cpu_cores"`
+	// BrokerCPUMicrosPerTrigger is the broker process's CPU in the window
+	// per timed trigger (with ProcessConfig.BrokerPID).
+	BrokerCPUMicrosPerTrigger float64 `json:"broker_cpu_us_per_trigger,omitempty"`
 	// Scrapes of the binary's /metrics in the window (their CPU is in its
 	// figure).
 	Scrapes int `json:"metrics_scrapes"`
@@ -139,6 +145,8 @@ func (c *ProcessConfig) defaults() error {
 		return errors.New("no occupancy binary (go build -o /tmp/occupancy ./cmd/occupancy)")
 	case c.Triggers < 0 || c.TriggerDevices < 0 || c.RecordCache < 0:
 		return errors.New("triggers, trigger devices and record cache must not be negative (0: the default)")
+	case c.BrokerPID < 0:
+		return fmt.Errorf("broker pid %d", c.BrokerPID)
 	case c.ReadyTimeout < 0 || c.StallTimeout < 0:
 		return errors.New("ready and stall timeouts must not be negative")
 	}
@@ -407,7 +415,7 @@ func (ch *child) measure(ctx context.Context, cfg ProcessConfig, res *ProcessRes
 			return err
 		}
 	}
-	t0, cpu0 := time.Now(), procCPU(ch.cmd.Process.Pid)
+	t0, cpu0, broker0 := time.Now(), procCPU(ch.cmd.Process.Pid), procCPU(cfg.BrokerPID)
 	res.StartupSeconds = t0.Sub(ch.started).Seconds()
 	results, err := ch.scrape(ctx)
 	if err != nil {
@@ -428,7 +436,7 @@ func (ch *child) measure(ctx context.Context, cfg ProcessConfig, res *ProcessRes
 		}
 		if trig >= float64(n) && changes >= results["applied"] {
 			el := time.Since(t0)
-			cpu := procCPU(ch.cmd.Process.Pid) - cpu0
+			cpu, broker := procCPU(ch.cmd.Process.Pid)-cpu0, procCPU(cfg.BrokerPID)-broker0
 			res.Results = results
 			// Right as well as fast: every trigger is a real transition,
 			// applied once, and makes one count change.
@@ -440,6 +448,9 @@ func (ch *child) measure(ctx context.Context, cfg ProcessConfig, res *ProcessRes
 				res.TriggersPerSec = float64(res.Timed) / el.Seconds()
 				res.CPUMicrosPerTrigger = float64(cpu/time.Microsecond) / float64(res.Timed)
 				res.CPUCores = cpu.Seconds() / el.Seconds()
+				if cfg.BrokerPID > 0 {
+					res.BrokerCPUMicrosPerTrigger = float64(broker/time.Microsecond) / float64(res.Timed)
+				}
 			}
 			return nil
 		}
@@ -564,8 +575,12 @@ func parseOccupancyResults(body []byte) (out map[string]float64, found bool) {
 }
 
 // procCPU is a live process's user+system CPU time from /proc/PID/stat
-// (clock ticks of 10 ms, Linux's USER_HZ); 0 when it cannot be read.
+// (clock ticks of 10 ms, Linux's USER_HZ); 0 when it cannot be read or pid
+// is 0.
 func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
