@@ -164,13 +164,18 @@ func TestBenchOccupancyProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ mode, want string }{
-		{"exit", "refusing to start"},
-		{"never", "not ready"},
-		{"idle", "then nothing for 2s"},
-		{"short", "applied 1999"},
+	for _, c := range []struct {
+		name, mode, want string
+		extra            []string
+	}{
+		{"exit", "exit", "refusing to start", nil},
+		{"never", "never", "not ready", nil},
+		{"idle", "idle", "then nothing for 2s", nil},
+		{"short", "short", "applied 1999", nil},
+		// --record-cache is given only to a binary whose --help lists it.
+		{"no-record-cache", "exit", "lists no --record-cache flag", []string{"--record-cache", "1000"}},
 	} {
-		t.Run(c.mode, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			t.Setenv(fakeOccupancyEnv, c.mode)
 			t.Setenv(fakeOccupancyEnv+"_N", strconv.Itoa(n))
@@ -179,6 +184,7 @@ func TestBenchOccupancyProcess(t *testing.T) {
 			start := time.Now()
 			args := []string{"occupancy", "--brokers", addr, "--exec", self, "--triggers", strconv.Itoa(n), "--trigger-devices", "400",
 				"--partitions", "4", "--ready-timeout", "2s", "--stall-timeout", "2s"}
+			args = append(args, c.extra...)
 			code := runBench(ctx, args, &out, &errb)
 			if code != exitFailure || !strings.Contains(errb.String(), c.want) {
 				t.Fatalf("exit %d, want %d with %q\nstderr:\n%s", code, exitFailure, c.want, errb.String())
