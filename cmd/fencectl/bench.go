@@ -28,12 +28,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(args) > 0 && args[0] == "redis" {
 		return runBenchRedis(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "occupancy" {
+		return runBenchOccupancy(ctx, args[1:], stdout, stderr)
+	}
 	c := newCommand("bench", "bench [--brokers B] [--pings N --devices N --rates R,R,... --window D --storage S --flush D]",
 		`Measures, in one run, the same pre-produced fleet pings through (a) a raw franz-go
 consumer, (b) a bare Goka counter with the same storage (b0: on Goka's LevelDB), (f) the
 same count per key written in the stream DSL, (c) the debouncer, (d) the full pipeline
 (debouncer + occupancy) and (e) occupancy alone, then offers pings at fixed rates and measures
 ping->trigger and ping->occupancy latency and the backlog at the end of each window.
+Every stage runs in this process (with the embedded broker, if any); "fencectl bench
+occupancy" measures the occupancy binary as a process of its own against a broker in
+another.
 Progress goes to stderr; one JSON object with every figure to stdout. Without --brokers it
 starts an embedded broker; with --brokers the geofencing topics and groups ON THAT CLUSTER
 ARE DELETED and recreated.`)
@@ -280,6 +286,66 @@ geofencing topics and groups ON THAT CLUSTER ARE DELETED and recreated.`)
 	res, err := bench.CompareRedis(ctx, bench.RedisConfig{
 		Cluster: cl, Pings: *pings, Devices: *devices, Local: storage, Rounds: *rounds,
 		Partitions: int32(*partitions), Progress: stderr,
+	})
+	if err != nil {
+		return c.fail(stderr, err)
+	}
+	return writeJSON(c, res, stdout, stderr)
+}
+
+func runBenchOccupancy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("bench occupancy", "bench occupancy --brokers B --exec PATH [--triggers N --trigger-devices N --record-cache BYTES] [-- BINARY FLAGS]",
+		`Measures the occupancy binary as a process of its own against the broker B, itself a
+separate process ("fencectl broker --data DIR" prints its address) or a real cluster.
+The geofencing topics and groups ON B ARE DELETED and recreated; then it loads the demo
+fences and produces --triggers well-formed ENTER/EXIT triggers for --trigger-devices
+devices over 7 demo fences straight to fence-triggers (stage (e)'s). It starts PATH
+(go build -o /tmp/occupancy ./cmd/occupancy) with --brokers B --state-dir TEMP
+--partitions N --metrics-addr 127.0.0.1:FREE, --record-cache when given, the TLS and
+SASL flags given here, then the arguments after "--" (not --brokers, --state-dir or
+--metrics-addr). It times the binary from its /readyz's first 200 until its /metrics
+show every trigger applied once and every count change added up (anything else fails
+the run), then stops it with SIGTERM, checks both groups committed every offset and
+removes TEMP. A binary not ready within --ready-timeout, or applying nothing for
+--stall-timeout, fails the run. Progress to stderr; one JSON object to stdout with
+triggers_per_s and cpu_us_per_trigger, the binary's own CPU (user+system) in the
+timed window per trigger (with --broker-pid, broker_cpu_us_per_trigger too).`)
+	var cl cluster.Config
+	cl.ClientID = "fencectl-bench"
+	cl.RegisterFlags(c.fs)
+	exe := c.fs.String("exec", "", "the occupancy binary to run (required; go build -o /tmp/occupancy ./cmd/occupancy)")
+	triggers := c.fs.Int("triggers", 100_000, "triggers produced to fence-triggers before the binary starts")
+	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the triggers are for")
+	recordCache := c.fs.Int("record-cache", 0, "given to the binary as --record-cache when positive (the binary must have the flag)")
+	readyTimeout := c.fs.Duration("ready-timeout", 2*time.Minute, "how long the binary may take to answer 200 on /readyz")
+	stallTimeout := c.fs.Duration("stall-timeout", time.Minute, "how long the binary may apply nothing before the run fails")
+	brokerPID := c.fs.Int("broker-pid", 0, "the broker's process id on this machine, to report its CPU per trigger too (0: not reported)")
+	partitions := partitionsFlag(c.fs)
+	pos, code, ok := c.parse(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if err := checkPartitions(*partitions); err != nil {
+		return c.usageErr(stderr, "%v", err)
+	}
+	switch {
+	case len(cl.Brokers) == 0:
+		return c.usageErr(stderr, "--brokers is required: the binary runs against a broker in another process (fencectl broker --data DIR prints one)")
+	case *exe == "":
+		return c.usageErr(stderr, "--exec is required (go build -o /tmp/occupancy ./cmd/occupancy)")
+	case *triggers <= 0 || *triggerDevices <= 0:
+		return c.usageErr(stderr, "--triggers and --trigger-devices must be positive")
+	case *recordCache < 0:
+		return c.usageErr(stderr, "--record-cache must not be negative")
+	case *readyTimeout <= 0 || *stallTimeout <= 0:
+		return c.usageErr(stderr, "--ready-timeout and --stall-timeout must be positive")
+	case *brokerPID < 0:
+		return c.usageErr(stderr, "--broker-pid must not be negative")
+	}
+	res, err := bench.OccupancyProcess(ctx, bench.ProcessConfig{
+		Cluster: cl, Exec: *exe, Args: pos, Triggers: *triggers, TriggerDevices: *triggerDevices,
+		RecordCache: *recordCache, Partitions: int32(*partitions),
+		ReadyTimeout: *readyTimeout, StallTimeout: *stallTimeout, BrokerPID: *brokerPID, Progress: stderr,
 	})
 	if err != nil {
 		return c.fail(stderr, err)

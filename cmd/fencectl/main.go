@@ -113,6 +113,9 @@ Commands:
                       the group-table stores side by side: throughput, restart, disk, memory
   bench redis [--brokers B] [--pings N --storage S --rounds N]
                       the debouncer with its table local and in a redis-server it starts
+  bench occupancy --brokers B --exec PATH [--triggers N --trigger-devices N]
+                      the occupancy binary as a process of its own against broker B:
+                      triggers/s and its CPU per trigger
 
 Run "fencectl COMMAND --help" for a command's flags. Broker flags also read
 FENCESTREAM_BROKERS, FENCESTREAM_TLS, FENCESTREAM_SASL_* from the environment.

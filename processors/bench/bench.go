@@ -16,6 +16,11 @@
 // CompareRedis (fencectl bench redis) runs the same debouncer with its table
 // in the local store and in a redis-server it starts and stops, in one run:
 // what local state is worth against a shared store.
+//
+// OccupancyProcess (fencectl bench occupancy) runs the occupancy binary as a
+// process of its own against a broker in another, over stage (e)'s
+// triggers: occupancy as production runs it, its CPU apart from the
+// broker's and the bench's.
 package bench
 
 import (
