@@ -64,35 +64,35 @@ func (t *Topology) Mermaid() string {
 	b.WriteString("flowchart LR\n")
 	id := func(s string) string { return strings.NewReplacer("-", "_", ".", "_", "/", "_").Replace(s) }
 	for _, tp := range t.Topics {
-		fmt.Fprintf(&b, "  t_%s[(\"%s<br/>key: %s<br/>%d partitions\")]\n", id(tp.Name), tp.Name, tp.Key, tp.Partitions)
+		fmt.Fprintf(&b, "  %s[(\"%s<br/>key: %s<br/>%d partitions\")]\n", MermaidID(tp.Name), tp.Name, tp.Key, tp.Partitions)
 	}
 	for _, p := range t.Processors {
 		fmt.Fprintf(&b, "  p_%s[[%s]]\n", id(p.Group), p.Group)
 		for _, s := range p.Streams {
-			fmt.Fprintf(&b, "  t_%s --> p_%s\n", id(s), id(p.Group))
+			fmt.Fprintf(&b, "  %s --> p_%s\n", MermaidID(s), id(p.Group))
 		}
 		for _, s := range p.Broadcast {
-			fmt.Fprintf(&b, "  t_%s -. every instance .-> p_%s\n", id(s), id(p.Group))
+			fmt.Fprintf(&b, "  %s -. every instance .-> p_%s\n", MermaidID(s), id(p.Group))
 		}
 		for _, s := range p.Joins {
-			fmt.Fprintf(&b, "  t_%s -. join .-> p_%s\n", id(s), id(p.Group))
+			fmt.Fprintf(&b, "  %s -. join .-> p_%s\n", MermaidID(s), id(p.Group))
 		}
 		for _, s := range p.Lookups {
-			fmt.Fprintf(&b, "  t_%s -. lookup .-> p_%s\n", id(s), id(p.Group))
+			fmt.Fprintf(&b, "  %s -. lookup .-> p_%s\n", MermaidID(s), id(p.Group))
 		}
 		if p.Loop != "" {
-			fmt.Fprintf(&b, "  t_%s --> p_%s\n", id(p.Loop), id(p.Group))
+			fmt.Fprintf(&b, "  %s --> p_%s\n", MermaidID(p.Loop), id(p.Group))
 		}
 		if p.Timers != "" {
-			fmt.Fprintf(&b, "  t_%s -->|timers| p_%s\n", id(p.Timers), id(p.Group))
+			fmt.Fprintf(&b, "  %s -->|timers| p_%s\n", MermaidID(p.Timers), id(p.Group))
 		}
 		for _, f := range p.EffectiveFlows(t) {
 			to := f.To
 			if bd, ok := t.Boundary(p.Group, f.From, f.To); ok {
-				fmt.Fprintf(&b, "  p_%s ==>|\"ORDERING BOUNDARY: %s -> %s\"| t_%s\n", id(p.Group), keyOf(t, bd.From), keyOf(t, bd.To), id(to))
+				fmt.Fprintf(&b, "  p_%s ==>|\"ORDERING BOUNDARY: %s -> %s\"| %s\n", id(p.Group), keyOf(t, bd.From), keyOf(t, bd.To), MermaidID(to))
 				continue
 			}
-			fmt.Fprintf(&b, "  p_%s --> t_%s\n", id(p.Group), id(to))
+			fmt.Fprintf(&b, "  p_%s --> %s\n", id(p.Group), MermaidID(to))
 		}
 	}
 	return b.String()
@@ -101,4 +101,10 @@ func (t *Topology) Mermaid() string {
 func keyOf(t *Topology, topic string) string {
 	tp, _ := t.Topic(topic)
 	return tp.Key
+}
+
+// MermaidID is topic's node in Mermaid's flowcharts: lines that a module
+// adds to the topology's (host.Module.Describe) name a topic by it.
+func MermaidID(topic string) string {
+	return "t_" + strings.NewReplacer("-", "_", ".", "_", "/", "_").Replace(topic)
 }

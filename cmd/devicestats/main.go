@@ -1,5 +1,4 @@
-// Command devicestats runs the guide's worked example, processors/devicestats,
-// alone against a broker: pings per device and hour, active devices per hour.
+// Command devicestats runs the guide's worked example, processors/devicestats, alone against a broker.
 package main
 
 import (
@@ -9,8 +8,7 @@ import (
 )
 
 func binary() host.Binary {
-	return modules.Binary("devicestats", "Counts pings per device and hour, and active devices per hour.",
-		"127.0.0.1:9104", devicestats.Module())
+	return modules.Binary("devicestats", "Counts pings per device and hour, and active devices per hour.", "127.0.0.1:9104", devicestats.Module())
 }
 
 func main() { host.Main(binary()) }

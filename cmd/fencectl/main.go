@@ -75,6 +75,7 @@ func usage(w io.Writer) {
 Commands:
   topology describe [--format text|mermaid] [--partitions N]
                       print the declared topology (topics, processors, boundaries)
+                      and each DSL app's operators
   topology check --brokers B [--create]
                       compare the broker's topics with the declared topology
   topic read TOPIC --brokers B [--from-beginning|--from-time T] [--follow] [--partition P] [--limit N]

@@ -16,6 +16,7 @@ import (
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/debounce"
 	"github.com/fencestream/fencestream/processors/delivery"
+	"github.com/fencestream/fencestream/processors/devicestats"
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
@@ -216,10 +217,11 @@ func TestResetReprocessesUnderNewSettings(t *testing.T) {
 }
 
 // TestPairedEdges: of the stock topology's boundaries, only
-// occupancy-changes and delivery-outcomes are written by one group for
-// another to stream (each once, though delivery writes its outcomes from
-// its triggers and its timers); the visits' and device stats' outputs are
-// not, so reset never deletes them.
+// occupancy-changes, delivery-outcomes, visits-by-fence and
+// device-hours-by-hour are written by one group for another to stream (each
+// once, though delivery writes its outcomes from its triggers and its
+// timers, and visit-rekey its re-keys from two topics); the visits' and
+// device stats' outputs are not, so reset never deletes them.
 func TestPairedEdges(t *testing.T) {
 	topo, err := modules.Topology(24)
 	if err != nil {
@@ -227,6 +229,8 @@ func TestPairedEdges(t *testing.T) {
 	}
 	got := pairedEdges(topo)
 	want := []pairedEdge{{topic: geofence.TopicOccupancyChanges, writer: geofence.GroupOccupancyMembers, reader: geofence.GroupOccupancy},
+		{topic: geofence.TopicVisitsByFence, writer: geofence.GroupVisitRekey, reader: geofence.GroupVisitStats},
+		{topic: devicestats.TopicByHour, writer: devicestats.Rekey, reader: devicestats.Fleet},
 		{topic: delivery.TopicOutcomes, writer: delivery.Group, reader: delivery.Status}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pairedEdges = %+v, want %+v", got, want)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/fencestream/fencestream/processors/group/host"
 	"github.com/fencestream/fencestream/processors/modules"
 	"github.com/fencestream/fencestream/topology"
 )
@@ -30,8 +32,17 @@ func runTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func runTopologyDescribe(args []string, stdout, stderr io.Writer) int {
+	return describeTopology(args, modules.Base, modules.All(nil), stdout, stderr)
+}
+
+// describeTopology prints base extended by mods, then the inside of each
+// module that draws one (host.Module.Describe: a DSL app's operators).
+func describeTopology(args []string, base func(partitions int32) *topology.Topology, mods []host.Module, stdout, stderr io.Writer) int {
 	c := newCommand("topology describe", "topology describe [--format text|mermaid] [--partitions N]",
-		"Prints the declared geofencing topology: topics with key, value, partitions and cleanup policy,\nprocessors, and the declared re-key boundaries with the order they keep and lose.")
+		`Prints the declared geofencing topology: topics with key, value, partitions and cleanup policy,
+processors, and the declared re-key boundaries with the order they keep and lose. A module
+built on the DSL (processors/group/streams) then shows its groups' operators, as Kafka
+Streams' Topology.describe(); in mermaid, as subgraphs of the one flowchart.`)
 	format := c.fs.String("format", "text", "output format: text or mermaid")
 	partitions := partitionsFlag(c.fs)
 	pos, code, ok := c.parse(args, stdout, stderr)
@@ -44,18 +55,38 @@ func runTopologyDescribe(args []string, stdout, stderr io.Writer) int {
 	if err := checkPartitions(*partitions); err != nil {
 		return c.usageErr(stderr, "%v", err)
 	}
-	topo, err := modules.Topology(int32(*partitions))
+	if *format != "text" && *format != "mermaid" {
+		return c.usageErr(stderr, "--format %q: want text or mermaid", *format)
+	}
+	topo, err := host.Compose(base(int32(*partitions)), mods...)
 	if err != nil {
 		return c.fail(stderr, err)
 	}
-	switch *format {
-	case "text":
-		io.WriteString(stdout, topo.Describe())
-	case "mermaid":
-		io.WriteString(stdout, topo.Mermaid())
-	default:
-		return c.usageErr(stderr, "--format %q: want text or mermaid", *format)
+	var sb strings.Builder
+	if *format == "text" {
+		sb.WriteString(topo.Describe())
+	} else {
+		sb.WriteString(topo.Mermaid())
 	}
+	for _, m := range mods {
+		if m.Describe == nil {
+			continue
+		}
+		text, mermaid, err := m.Describe(topo)
+		if err != nil {
+			return c.fail(stderr, fmt.Errorf("module %s: %w", m.Name, err))
+		}
+		if *format == "mermaid" {
+			sb.WriteString(mermaid)
+			continue
+		}
+		fmt.Fprintf(&sb, "\nmodule %s:\n", m.Name)
+		for _, l := range strings.SplitAfter(strings.TrimRight(text, "\n"), "\n") {
+			sb.WriteString("  " + l)
+		}
+		sb.WriteString("\n")
+	}
+	io.WriteString(stdout, sb.String())
 	return exitOK
 }
 

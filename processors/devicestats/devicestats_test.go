@@ -15,6 +15,7 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/group/host"
+	"github.com/fencestream/fencestream/processors/group/streams"
 	"github.com/fencestream/fencestream/processors/group/view"
 )
 
@@ -23,7 +24,7 @@ var base = time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC)
 
 const hour8 = "2027-01-15T08"
 
-// start runs both groups of the module on one tester; the wall clock is
+// start runs the module's groups on one tester; the wall clock is
 // ahead of every event, so stream time comes from the data.
 func start(t *testing.T) *grouptest.Harness {
 	t.Helper()
@@ -32,9 +33,15 @@ func start(t *testing.T) *grouptest.Harness {
 		t.Fatal(err)
 	}
 	h := grouptest.New(t, base.Add(72*time.Hour))
-	gs := devicestats.New(topo, nil)
-	h.Start(gs.Devices)
-	h.Start(gs.Fleet)
+	b := streams.New(topo, devicestats.Rekey, nil)
+	devicestats.Define(b)
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range app.Groups() { // devicestats, fleetstats and the routing group devicehours
+		h.Start(g)
+	}
 	return h
 }
 

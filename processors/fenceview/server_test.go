@@ -316,7 +316,7 @@ func TestTopology(t *testing.T) {
 	if !strings.Contains(tj.Describe, "ORDERING BOUNDARY") || !strings.HasPrefix(tj.Mermaid, "flowchart") || tj.Name != "geofence" {
 		t.Fatalf("describe/mermaid: %+v", tj)
 	}
-	nb := len(geofence.Topology().Boundaries) // occupancy's, and visit-stats' two
+	nb := len(geofence.Topology().Boundaries) // occupancy's, and visit-rekey's two
 	if len(tj.Boundaries) != nb || tj.Boundaries[0].Processor != geofence.GroupOccupancyMembers || tj.Boundaries[0].From != geofence.TopicTriggers || tj.Boundaries[0].To != geofence.TopicOccupancyChanges ||
 		tj.Boundaries[0].FromKey != "device_id" || tj.Boundaries[0].ToKey != "fence_id" || tj.Boundaries[0].Preserved == "" || tj.Boundaries[0].Lost == "" {
 		t.Fatalf("boundaries: %+v", tj.Boundaries)

@@ -28,7 +28,8 @@ func ExampleTopology() {
 	// fence-visits    key=device_id  partitions=24 delete
 	// visits-table    key=device_id  partitions=24 compact
 	// visits-timers   key=device_id  partitions=24 delete
-	// visit-stats-loop key=fence_id   partitions=24 delete
+	// visit-rekey-table key=device_id  partitions=24 compact
+	// visits-by-fence key=fence_id   partitions=24 delete
 	// visit-stats-table key=fence_id   partitions=24 compact
 	// visit-stats-timers key=fence_id   partitions=24 delete
 }

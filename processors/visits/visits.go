@@ -14,7 +14,9 @@ import (
 	"github.com/fencestream/fencestream/processors/geofence"
 	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/collector"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"github.com/fencestream/fencestream/processors/group/kitpb"
+	"github.com/fencestream/fencestream/processors/group/streams"
 	"github.com/fencestream/fencestream/processors/group/windows"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/fencestream/fencestream/topology"
@@ -56,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (m metrics, err error) {
 	return m, errors.Join(e1, e2, e3)
 }
 
-// Handler contexts of the two groups.
+// Handler contexts of the two processes.
 type (
 	DeviceContext = group.Context[visitspb.DeviceVisits, *visitspb.DeviceVisits]
 	FenceContext  = group.Context[visitspb.FenceVisits, *visitspb.FenceVisits]
@@ -64,36 +66,63 @@ type (
 	Window = windows.Window[emptypb.Empty, *emptypb.Empty]
 )
 
-// Groups are the two groups of the example, ready to build processors from.
-type Groups struct {
-	Visits *group.Group[visitspb.DeviceVisits, *visitspb.DeviceVisits]
-	Stats  *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits]
-}
-
 func triggerTime(t *geofencepb.Trigger) time.Time { return time.UnixMilli(t.GetEventTimeMs()) }
 
-// New defines both groups over topo's declarations; their metrics are
-// registered on reg (nil: prometheus.DefaultRegisterer).
-func New(topo *topology.Topology, log *slog.Logger, reg prometheus.Registerer) (Groups, error) {
+// New builds the visits app over topo's declarations (its three groups:
+// visits, visit-rekey, visit-stats); its metrics are registered on reg
+// (nil: prometheus.DefaultRegisterer).
+func New(topo *topology.Topology, log *slog.Logger, reg prometheus.Registerer) (*streams.App, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
-		return Groups{}, fmt.Errorf("visits: metrics: %w", err)
+		return nil, fmt.Errorf("visits: metrics: %w", err)
 	}
-	v := group.New[visitspb.DeviceVisits](topo, geofence.GroupVisits, log, group.StateTTL(DeviceTTL))
-	p := &pairing{m: m}
-	group.Stream(v, geofence.TopicTriggers, p.pairTrigger, group.EventTime(triggerTime))
-	p.visits = group.Output[visitspb.Visit](v, geofence.TopicVisits)
-	return Groups{Visits: v, Stats: newStats(topo, log, m)}, nil
+	b := streams.New(topo, geofence.GroupVisitRekey, log)
+	triggers := b.Stream[geofencepb.Trigger](geofence.TopicTriggers, streams.EventTime(triggerTime))
+	triggers.Process(geofence.GroupVisits, m.pairing, group.StateTTL(DeviceTTL)).To(geofence.TopicVisits)
+
+	// The boundary: ENTERs (as open visits) and visits re-keyed by fence,
+	// in group visit-rekey, across the boundaries the topology declares.
+	byFence := b.Stream[visitspb.Visit](geofence.TopicVisitsByFence, streams.EventTime(visitTime))
+	fence := func(_ string, v *visitspb.Visit) string { return v.GetFenceId() }
+	invalid := streams.DeadLetter(deadletter.ReasonInvalid)
+	triggers.Filter(isEnter).FilterNot(badEnter, invalid).MapValues(openVisit).
+		SelectKey(topology.Boundary{}, geofence.TopicVisitsByFence, fence)
+	b.Stream[visitspb.Visit](geofence.TopicVisits).FilterNot(badVisit, invalid).
+		SelectKey(topology.Boundary{}, geofence.TopicVisitsByFence, fence)
+	byFence.Process(geofence.GroupVisitStats, m.stats)
+	return b.Build()
 }
 
-// pairing is the visits group's handler and its output (handles belong to
-// the group that declared them, so each group built has its own).
+func isEnter(_ string, t *geofencepb.Trigger) bool {
+	return t.GetType() == geofencepb.TriggerType_TRIGGER_TYPE_ENTER
+}
+
+// badEnter and badVisit are what visit-rekey dead-letters: a record not
+// under its device's key, or without what the stats need.
+func badEnter(key string, t *geofencepb.Trigger) bool {
+	return t.GetDeviceId() != key || t.GetFenceId() == "" || t.GetTriggerId() == "" || t.GetEventTimeMs() <= 0
+}
+
+func badVisit(key string, v *visitspb.Visit) bool {
+	return v.GetDeviceId() != key || v.GetFenceId() == "" || v.GetVisitId() == "" || v.GetLeftMs() <= 0
+}
+
+// openVisit is an ENTER as the open visit it starts.
+func openVisit(t *geofencepb.Trigger) *visitspb.Visit {
+	return &visitspb.Visit{VisitId: t.GetTriggerId(), DeviceId: t.GetDeviceId(), FenceId: t.GetFenceId(), EnteredMs: t.GetEventTimeMs()}
+}
+
+// pairing is the visits process: its handler forwards each visit.
 type pairing struct {
-	visits group.Out[visitspb.Visit, *visitspb.Visit]
+	visits *streams.Processing[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit]
 	m      metrics
+}
+
+func (m metrics) pairing(p *streams.Processing[visitspb.DeviceVisits, *visitspb.DeviceVisits, visitspb.Visit]) func(*DeviceContext, *geofencepb.Trigger) error {
+	return (&pairing{visits: p, m: m}).pairTrigger
 }
 
 // pairTrigger keeps a device's open visits and emits a visit at each EXIT.
@@ -126,50 +155,45 @@ func (p *pairing) pairTrigger(c *DeviceContext, t *geofencepb.Trigger) error {
 			break
 		}
 		delete(st.Open, t.GetFenceId())
-		p.visits.Emit(c, c.Key(), &visitspb.Visit{
+		if err := p.visits.Forward(c, c.Key(), &visitspb.Visit{
 			VisitId: open.GetEnterTriggerId(), DeviceId: c.Key(), FenceId: t.GetFenceId(),
 			EnteredMs: open.GetEnteredMs(), LeftMs: t.GetEventTimeMs(), DurationMs: max(0, t.GetEventTimeMs()-open.GetEnteredMs()),
 			ExitReason: t.GetReason(),
-		})
+		}); err != nil {
+			return err
+		}
 		p.m.visitsEmitted.Inc()
 	}
 	c.SetState(st)
 	return nil
 }
 
-// stats holds the windows of the visit-stats group.
+// stats holds the windows of the visit-stats process.
 type stats struct {
 	enters, dwell *windows.Windows[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty, *emptypb.Empty]
-	byFence       group.LoopOut[visitspb.Visit, *visitspb.Visit]
 	m             metrics
 }
 
-func newStats(topo *topology.Topology, log *slog.Logger, m metrics) *group.Group[visitspb.FenceVisits, *visitspb.FenceVisits] {
-	g := group.New[visitspb.FenceVisits](topo, geofence.GroupVisitStats, log)
+// stats sets up the visit-stats process: two hourly windows per fence. It
+// forwards nothing: its table is what it makes.
+func (m metrics) stats(p *streams.Processing[visitspb.FenceVisits, *visitspb.FenceVisits, emptypb.Empty]) func(*FenceContext, *visitspb.Visit) error {
 	spec := windows.Tumbling(WindowSize, WindowGrace).Retain(WindowRetain)
-	s := &stats{
-		m: m,
-		enters: windows.NewWindows[emptypb.Empty](g, "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
-			if st.Enters == nil {
-				st.Enters = &kitpb.WindowSet{}
-			}
-			return st.Enters
-		}, nil),
-		dwell: windows.NewWindows[emptypb.Empty](g, "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet {
-			if st.Dwell == nil {
-				st.Dwell = &kitpb.WindowSet{}
-			}
-			return st.Dwell
-		}, nil),
+	set := func(ws **kitpb.WindowSet) *kitpb.WindowSet {
+		if *ws == nil {
+			*ws = &kitpb.WindowSet{}
+		}
+		return *ws
 	}
-	group.Stream(g, geofence.TopicTriggers, s.loopEnter)
-	group.Stream(g, geofence.TopicVisits, s.loopVisit)
-	s.byFence = group.Loop(g, s.apply, group.EventTime(visitTime))
-	return g
+	s := &stats{
+		m:      m,
+		enters: windows.NewWindows[emptypb.Empty](p.Group(), "enters", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet { return set(&st.Enters) }, nil),
+		dwell:  windows.NewWindows[emptypb.Empty](p.Group(), "dwell", spec, func(st *visitspb.FenceVisits) *kitpb.WindowSet { return set(&st.Dwell) }, nil),
+	}
+	return s.apply
 }
 
-// visitTime is a looped record's event time: the EXIT of a visit, the ENTER of
-// an open one.
+// visitTime is a fence-keyed record's event time: the EXIT of a visit, the
+// ENTER of an open one.
 func visitTime(v *visitspb.Visit) time.Time {
 	if v.GetLeftMs() > 0 {
 		return time.UnixMilli(v.GetLeftMs())
@@ -177,31 +201,10 @@ func visitTime(v *visitspb.Visit) time.Time {
 	return time.UnixMilli(v.GetEnteredMs())
 }
 
-// loopEnter re-keys an ENTER by its fence, as an open visit: the boundary.
-func (s *stats) loopEnter(c *FenceContext, t *geofencepb.Trigger) error {
-	if t.GetType() != geofencepb.TriggerType_TRIGGER_TYPE_ENTER {
-		return nil
-	}
-	if t.GetDeviceId() != c.Key() || t.GetFenceId() == "" || t.GetTriggerId() == "" || t.GetEventTimeMs() <= 0 {
-		return fmt.Errorf("ENTER %q of device %q fence %q under key %q", t.GetTriggerId(), t.GetDeviceId(), t.GetFenceId(), c.Key())
-	}
-	s.byFence.Send(c, t.GetFenceId(), &visitspb.Visit{VisitId: t.GetTriggerId(), DeviceId: t.GetDeviceId(), FenceId: t.GetFenceId(), EnteredMs: t.GetEventTimeMs()})
-	return nil
-}
-
-// loopVisit re-keys a completed visit by its fence: the boundary.
-func (s *stats) loopVisit(c *FenceContext, v *visitspb.Visit) error {
-	if v.GetDeviceId() != c.Key() || v.GetFenceId() == "" || v.GetVisitId() == "" || v.GetLeftMs() <= 0 {
-		return fmt.Errorf("visit %q of device %q fence %q under key %q", v.GetVisitId(), v.GetDeviceId(), v.GetFenceId(), c.Key())
-	}
-	s.byFence.Send(c, v.GetFenceId(), v)
-	return nil
-}
-
 // apply adds a fence-keyed record to the fence's windows.
 func (s *stats) apply(c *FenceContext, v *visitspb.Visit) error {
 	if v.GetFenceId() != c.Key() {
-		return fmt.Errorf("looped visit of fence %q under key %q", v.GetFenceId(), c.Key())
+		return fmt.Errorf("visit of fence %q under key %q", v.GetFenceId(), c.Key())
 	}
 	st := c.State()
 	if st == nil {

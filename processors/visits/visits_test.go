@@ -8,10 +8,12 @@ import (
 
 	"github.com/fencestream/fencestream/codecs/geofencepb"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group/deadletter"
 	"github.com/fencestream/fencestream/processors/group/grouptest"
 	"github.com/fencestream/fencestream/processors/visits"
 	"github.com/fencestream/fencestream/processors/visits/visitspb"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 )
 
 // base is 2027-01-15 08:00 UTC; event times in the tests are offsets from it.
@@ -26,23 +28,35 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	// The wall clock is ahead of every event: stream time comes from the data.
 	h := &harness{Harness: grouptest.New(t, base.Add(72*time.Hour)), t: t}
-	gs, err := visits.New(geofence.Topology(), nil, prometheus.NewRegistry())
+	app, err := visits.New(geofence.Topology(), nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Start(gs.Visits)
-	h.Start(gs.Stats)
+	for _, g := range app.Groups() {
+		h.Start(g)
+	}
 	return h
 }
 
 // trigger sends a trigger of device for fence at base+at; the same id for
 // the same (device, fence, type, at), as the debouncer's replays do.
 func (h *harness) trigger(device, fence string, typ geofencepb.TriggerType, at time.Duration) {
-	h.Consume(geofence.TopicTriggers, device, &geofencepb.Trigger{
+	h.consume(geofence.TopicTriggers, device, &geofencepb.Trigger{
 		TriggerId: fmt.Sprintf("%s|%s|%d|%d", device, fence, typ, at.Milliseconds()),
 		DeviceId:  device, FenceId: fence, Type: typ, Reason: geofencepb.TriggerReason_TRIGGER_REASON_CONFIRMED,
 		EventTimeMs: base.Add(at).UnixMilli(),
 	})
+}
+
+// consume feeds m encoded: the app's groups read through the stream DSL,
+// whose codecs take the encoded bytes (as a producer writes them).
+func (h *harness) consume(topic, key string, m proto.Message) {
+	h.t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.Consume(topic, key, b)
 }
 
 func (h *harness) enter(device, fence string, at time.Duration) {
@@ -128,7 +142,7 @@ func TestDuplicatesCountOnce(t *testing.T) {
 	h.exit("car-1", "depot", 15*time.Minute)
 	vis := &visitspb.Visit{VisitId: fmt.Sprintf("car-1|depot|%d|%d", geofencepb.TriggerType_TRIGGER_TYPE_ENTER, (5 * time.Minute).Milliseconds()),
 		DeviceId: "car-1", FenceId: "depot", EnteredMs: base.Add(5 * time.Minute).UnixMilli(), LeftMs: base.Add(15 * time.Minute).UnixMilli(), DurationMs: (10 * time.Minute).Milliseconds()}
-	h.Consume(geofence.TopicVisits, "car-1", vis) // the same visit again
+	h.consume(geofence.TopicVisits, "car-1", vis) // the same visit again
 	if got := h.hours("depot"); got != "08:00 e=1 v=1 d=600s false" {
 		t.Fatalf("hours %s, want one ENTER and one visit", got)
 	}
@@ -162,5 +176,21 @@ func TestWindowClosedByStreamTimeAndLateRecord(t *testing.T) {
 	h.fire()
 	if got := h.hours("depot"); strings.HasPrefix(got, "08:00") {
 		t.Fatalf("retention: %s", got)
+	}
+}
+
+// A visit not under its device's key cannot be re-keyed by fence with
+// trust: visit-rekey dead-letters it as invalid, and the stats do not
+// count it.
+func TestMalformedVisitDeadLettered(t *testing.T) {
+	h := newHarness(t)
+	h.consume(geofence.TopicVisits, "car-2", &visitspb.Visit{VisitId: "v1", DeviceId: "car-1", FenceId: "depot",
+		EnteredMs: base.UnixMilli(), LeftMs: base.Add(time.Minute).UnixMilli(), DurationMs: time.Minute.Milliseconds()})
+	dls := grouptest.DeadLetters(h.Harness)
+	if len(dls) != 1 || dls[0].Key != "car-2" || dls[0].Reason != deadletter.ReasonInvalid {
+		t.Fatalf("dead letters %+v, want car-2's visit as %s", dls, deadletter.ReasonInvalid)
+	}
+	if st := h.fenceState("depot"); st != nil {
+		t.Fatalf("depot's stats %v, want none", st)
 	}
 }

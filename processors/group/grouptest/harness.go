@@ -13,6 +13,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencestream/fencestream/codecs"
 	"github.com/fencestream/fencestream/processors/group"
@@ -198,16 +199,35 @@ func (h *Harness) failed(what string, r any) {
 }
 
 // Consume feeds one record (a proto message, or nil for a tombstone) and
-// waits until every processor has handled what it caused.
+// waits until every processor has handled what it caused. The message is
+// encoded here, so a group that reads the topic through a Go type of its own
+// for the message (the stream DSL's groups do) takes it too.
 func (h *Harness) Consume(topic, key string, msg any) {
 	h.t.Helper()
+	if m, ok := msg.(proto.Message); ok {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			h.t.Fatalf("grouptest: consume %s record %q: %v", topic, key, err)
+		}
+		msg = b
+	}
 	h.wait("consume "+topic, func() { h.TT.Consume(topic, key, msg) })
 }
 
-// Catchup waits until every processor has handled every record.
+// Catchup waits until every processor has handled every record. Then the
+// tester's copy of each table of the groups it runs is marked as
+// read up to the table's last record when it holds what they say (as Goka
+// does from a table's second write on, never after its first), so a view
+// built after Catchup starts recovered even on a table written once.
 func (h *Harness) Catchup() {
 	h.t.Helper()
 	h.wait("catchup", h.TT.Catchup)
+	h.mu.Lock()
+	tables := append([]string(nil), h.tables...)
+	h.mu.Unlock()
+	for _, tb := range tables {
+		h.markReadIf(tb, false)
+	}
 }
 
 // FireTimers fires every processor's due timers (those of groups with timers) (by the harness clock and

@@ -54,6 +54,13 @@ type Module struct {
 	// Routes are served by the query server (fenceview) of a binary that
 	// links the module.
 	Routes []Route
+	// Describe, if set, draws the module's inside on the composed topology
+	// topo, which shows only its groups and topics: text is printed after
+	// topo.Describe() (a DSL app's groups and operators, as Kafka Streams'
+	// Topology.describe()), mermaid is added to topo.Mermaid()'s flowchart
+	// (subgraphs and edges only, naming a topic by topology.MermaidID, so
+	// the whole stays one diagram). fencectl topology describe prints both.
+	Describe func(topo *topology.Topology) (text, mermaid string, err error)
 
 	origin string
 }

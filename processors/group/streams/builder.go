@@ -49,6 +49,9 @@ type run struct {
 	ctx   any // the group's *group.Context, for aggregations
 	emits map[*node]emitFn
 	joins map[*node]func(c group.Reader) (any, error)
+	// old is the aggregation's value before this record, when its table's
+	// changes are read (a table join or GroupBy): nil when it had none.
+	old any
 }
 
 // kitContext is what every group's handler Context offers the DSL.
@@ -85,6 +88,8 @@ type node struct {
 	eventTime any
 	// input registers the source topic on a routing group (sources only).
 	input func(g *routingGroup, h func(c kitContext, v any) error, log *slog.Logger)
+	// joinInput registers it on a windowed join's group (sources only).
+	joinInput func(g *joinGroup, h func(c kitContext, v any) error)
 }
 
 // terminal is a write or an aggregation.
@@ -92,6 +97,7 @@ type terminal struct {
 	topic    string
 	boundary topology.Boundary // SelectKey's
 	rekey    bool
+	regroup  bool                          // a table's GroupBy: the re-key runs in the table's group
 	output   func(g group.AnyGroup) emitFn // declares the write on the group that runs it
 	agg      *stateful
 }
@@ -155,8 +161,22 @@ func (n *node) mark(group string) {
 	}
 	n.groups[group] = true
 	for _, p := range n.parents {
-		p.mark(group)
+		if p.feeds(group) {
+			p.mark(group)
+		}
 	}
+}
+
+// feeds says whether a record handled by group can reach n: a table's
+// updates reach only what its own aggregation's group runs (the other side
+// of a table join runs in the other table's group).
+func (n *node) feeds(group string) bool {
+	for _, r := range n.roots() {
+		if r.table == nil || r.table.name == group {
+			return true
+		}
+	}
+	return false
 }
 
 // Group is a compiled group: a *group.Group of some state type.
@@ -164,6 +184,7 @@ type Group interface {
 	group.Declarer
 	Name() string
 	Processor(ctx context.Context, cl cluster.Config, opts ...group.Opt) (*group.Processor, error)
+	Run(ctx context.Context, cl cluster.Config, opts ...group.Opt) error
 }
 
 // App is a compiled DSL app: its groups on the topology extended by their
@@ -234,8 +255,8 @@ func (b *Builder) assign() error {
 		for _, r := range n.roots() {
 			if r.table != nil {
 				n.mark(r.table.name)
-				if n.term.rekey {
-					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream is written to instead", r.table.table)
+				if n.term.rekey && !n.term.regroup {
+					b.fail("SelectKey on the stream of table %s: re-key the topic the table's stream (or the process's) is written to instead", r.table.table)
 				}
 			} else {
 				n.mark(b.app)
@@ -257,6 +278,13 @@ func (b *Builder) assign() error {
 		}
 	}
 	for _, a := range b.aggs {
+		if a.kind == processKind {
+			b.checkProcess(a)
+			continue
+		}
+		if a.input == nil {
+			continue // a windowed join: two inputs, checked when declared
+		}
 		for _, r := range a.input.roots() {
 			switch {
 			case r.table != nil:
@@ -280,7 +308,7 @@ func (b *Builder) assign() error {
 	for _, bd := range b.boundaries() {
 		from, _ := b.topo.Topic(bd.From)
 		to, _ := b.topo.Topic(bd.To)
-		declared, ok := b.topo.Boundary(b.app, bd.From, bd.To)
+		declared, ok := b.topo.Boundary(bd.Processor, bd.From, bd.To)
 		switch {
 		case from.Key == to.Key && bd.Preserved+bd.Lost != "":
 			b.fail("SelectKey from %s to %s: both topics are keyed by %s, so nothing is re-keyed; use To, or declare %s with its own key", bd.From, bd.To, from.Key, bd.To)
@@ -311,17 +339,30 @@ func (b *Builder) boundaries() []topology.Boundary {
 			continue
 		}
 		for _, r := range n.roots() {
+			proc, froms := b.app, []string{r.topic}
 			if r.table != nil {
-				continue
+				if !n.term.regroup {
+					continue
+				}
+				// A table's GroupBy writes from the table's group: the
+				// flows are its inputs' to the topic.
+				proc, froms = r.table.name, nil
+				for _, s := range r.table.input.roots() {
+					if s.table == nil {
+						froms = append(froms, s.topic)
+					}
+				}
 			}
-			bd := n.term.boundary
-			bd.Processor, bd.From, bd.To = b.app, r.topic, n.term.topic
-			from, _ := b.topo.Topic(bd.From)
-			to, _ := b.topo.Topic(bd.To)
-			if _, declared := b.topo.Boundary(b.app, bd.From, bd.To); declared || from.Key == to.Key && bd.Preserved+bd.Lost == "" {
-				continue
+			for _, f := range froms {
+				bd := n.term.boundary
+				bd.Processor, bd.From, bd.To = proc, f, n.term.topic
+				from, _ := b.topo.Topic(bd.From)
+				to, _ := b.topo.Topic(bd.To)
+				if _, declared := b.topo.Boundary(proc, bd.From, bd.To); declared || from.Key == to.Key && bd.Preserved+bd.Lost == "" {
+					continue
+				}
+				out = append(out, bd)
 			}
-			out = append(out, bd)
 		}
 	}
 	return out
@@ -403,15 +444,13 @@ func (a *App) Extension() topology.Extension { return a.ext }
 // derive declarations from: each is a group.Declarer).
 func (a *App) Groups() []Group { return a.groups }
 
-// Run runs every group of the app until ctx ends or one fails.
+// Run runs every group of the app until ctx ends or one fails, as the kit's
+// Group.Run does: each logs "<group> ready" and calls the options' OnReady
+// once it has recovered (a binary's readiness covers it).
 func (a *App) Run(ctx context.Context, cl cluster.Config, opts ...group.Opt) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	for _, g := range a.groups {
-		p, err := g.Processor(ctx, cl, opts...)
-		if err != nil {
-			return err
-		}
-		eg.Go(func() error { return p.Run(ctx) })
+		eg.Go(func() error { return g.Run(ctx, cl, opts...) })
 	}
 	return eg.Wait()
 }

@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencestream/fencestream/topology"
 )
 
 // Describe is the app as text, in the manner of Kafka Streams'
@@ -19,9 +21,22 @@ func (a *App) Describe() string {
 			a.describe(&sb, r, g.Name(), 2)
 		}
 	}
-	if len(a.ext.Boundaries) > 0 {
+	// The app's boundaries: those it added and those the topology already
+	// declared for its re-keys.
+	// A table's GroupBy and a foreign-key join re-key in a table's group.
+	groups := map[string]bool{a.name: true}
+	for _, g := range a.groups {
+		groups[g.Name()] = true
+	}
+	var bds []topology.Boundary
+	for _, bd := range a.topo.Boundaries {
+		if groups[bd.Processor] {
+			bds = append(bds, bd)
+		}
+	}
+	if len(bds) > 0 {
 		sb.WriteString("  Boundaries\n")
-		for _, bd := range a.ext.Boundaries {
+		for _, bd := range bds {
 			from, _ := a.topo.Topic(bd.From)
 			to, _ := a.topo.Topic(bd.To)
 			fmt.Fprintf(&sb, "    %s -> %s (key %s -> %s), in group %s\n      keeps: %s\n      loses: %s\n", bd.From, bd.To, from.Key, to.Key, bd.Processor, bd.Preserved, bd.Lost)
@@ -39,6 +54,14 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 	case n.topic != "":
 		tp, _ := a.topo.Topic(n.topic)
 		fmt.Fprintf(sb, "%sSource %s (key %s, %s)\n", pad, n.topic, tp.Key, n.typ)
+	case n.table != nil && n.table.kind == processKind:
+		fmt.Fprintf(sb, "%sForwarded by process %s (%s; its state %s in %s)\n", pad, n.table.name, n.typ, n.table.typ, n.table.table)
+	case n.table != nil && n.table.typ == "fencestream.kit.v1.JoinBuffer":
+		fmt.Fprintf(sb, "%sJoined by %s %s (%s; its buffers in %s)\n", pad, n.table.kind, n.table.name, n.typ, n.table.table)
+	case n.table != nil && n.table.typ != n.typ:
+		// A windowed table holds each key's windows; what flows on is one
+		// window's result, keyed key@start, as its emit strategy hands it over.
+		fmt.Fprintf(sb, "%sTable %s (%s), each window's %s as it is emitted\n", pad, n.table.table, n.table.typ, n.typ)
 	case n.table != nil:
 		fmt.Fprintf(sb, "%sTable %s (%s), on each update\n", pad, n.table.table, n.typ)
 	case n.term != nil && n.term.rekey:
@@ -59,30 +82,55 @@ func (a *App) describe(sb *strings.Builder, n *node, g string, depth int) {
 // group a subgraph of its operators, each re-key an edge labelled with the
 // boundary it crosses.
 func (a *App) Mermaid() string {
-	var head, sb strings.Builder
+	var head strings.Builder
 	head.WriteString("flowchart LR\n")
 	topics := map[string]bool{}
-	topic := func(name string) string {
-		id := "t_" + ident(name)
+	body := a.mermaid("", func(name string) string {
+		id := topology.MermaidID(name)
 		if !topics[name] {
 			topics[name] = true
 			fmt.Fprintf(&head, "  %s[(\"%s\")]\n", id, name)
 		}
 		return id
+	})
+	return head.String() + body
+}
+
+// mermaidIn is the app's groups and operators as lines to add to the
+// flowchart of the topology it runs in (topology.Mermaid), which draws
+// its topics: one subgraph, the app, around its groups' subgraphs.
+func (a *App) mermaidIn() string {
+	return a.mermaid(fmt.Sprintf("app %s: operators", a.name), topology.MermaidID)
+}
+
+// mermaid is the app's groups as subgraphs, in one named within if
+// within is not "", and the edges between their operators and the topics
+// topic names.
+func (a *App) mermaid(within string, topic func(name string) string) string {
+	var sb strings.Builder
+	pad := "  "
+	if within != "" {
+		fmt.Fprintf(&sb, "  subgraph app_%s [\"%s\"]\n", ident(a.name), quote(within))
+		pad = "    "
 	}
 	var edges []string
 	for _, g := range a.groups {
-		fmt.Fprintf(&sb, "  subgraph g_%s [\"group %s\"]\n", ident(g.Name()), g.Name())
+		fmt.Fprintf(&sb, "%ssubgraph g_%s [\"group %s\"]\n", pad, ident(g.Name()), g.Name())
 		for i, n := range a.b.nodes {
 			if !n.groups[g.Name()] || n.topic != "" || n.table != nil {
 				continue
 			}
 			id := fmt.Sprintf("n%d_%s", i, ident(g.Name()))
-			fmt.Fprintf(&sb, "    %s[\"%s\"]\n", id, n.label)
+			fmt.Fprintf(&sb, "%s  %s[\"%s\"]\n", pad, id, n.label)
 			for _, p := range n.parents {
+				if !p.groups[g.Name()] {
+					continue // the other side of a table join, in its own group
+				}
 				switch {
 				case p.topic != "":
 					edges = append(edges, topic(p.topic)+" --> "+id)
+				case p.table != nil && p.table.kind == processKind:
+					edges = append(edges, fmt.Sprintf("n%d_%s --> %s", a.b.index(a.b.terminalOf(p.table)), ident(g.Name()), id))
 				case p.table != nil:
 					edges = append(edges, topic(p.table.table)+" --> "+id)
 				default:
@@ -96,17 +144,51 @@ func (a *App) Mermaid() string {
 			case n.term != nil && n.term.agg != nil:
 				edges = append(edges, id+" --> "+topic(n.term.agg.table))
 			case n.term != nil && n.term.rekey:
-				edges = append(edges, id+" -->|\"re-key: keeps "+quote(n.term.boundary.Preserved)+"\"| "+topic(n.term.topic))
+				edges = append(edges, id+" -->|\"re-key: keeps "+quote(a.boundaryOf(n).Preserved)+"\"| "+topic(n.term.topic))
 			case n.term != nil:
 				edges = append(edges, id+" --> "+topic(n.term.topic))
 			}
 		}
+		sb.WriteString(pad + "end\n")
+	}
+	if within != "" {
 		sb.WriteString("  end\n")
 	}
 	for _, e := range edges {
 		sb.WriteString("  " + e + "\n")
 	}
-	return head.String() + sb.String()
+	return sb.String()
+}
+
+// boundaryOf is the boundary re-key n crosses: its own, or, when it named
+// none, the topology's.
+func (a *App) boundaryOf(n *node) topology.Boundary {
+	if n.term.boundary.Preserved != "" {
+		return n.term.boundary
+	}
+	for _, r := range n.roots() {
+		if bd, ok := a.topo.Boundary(a.name, r.topic, n.term.topic); ok {
+			return bd
+		}
+		if r.table != nil && r.table.input != nil {
+			for _, s := range r.table.input.roots() {
+				if bd, ok := a.topo.Boundary(r.table.name, s.topic, n.term.topic); ok {
+					return bd
+				}
+			}
+		}
+	}
+	return n.term.boundary
+}
+
+// terminalOf is a's node: the aggregation or the process itself.
+func (b *Builder) terminalOf(a *stateful) *node {
+	for _, n := range b.nodes {
+		if n.term != nil && n.term.agg == a {
+			return n
+		}
+	}
+	return nil
 }
 
 func (b *Builder) index(n *node) int {

@@ -12,7 +12,9 @@ import (
 // (host.Compose, host.RunAll, the all-in-one): topics are the app's own
 // (the sources it reads may come from the base topology); its groups'
 // declarations are derived as for any kit group; its boundaries are the
-// ones its re-keys name. Set Routes on the result to serve its tables.
+// ones its re-keys name; its Describe is App.Describe, and the app's groups
+// and operators drawn in the topology's Mermaid flowchart (what fencectl
+// topology describe prints). Set Routes on the result to serve its tables.
 func Module(name string, topics []topology.Topic, define func(b *Builder)) host.Module {
 	return host.Define(host.Module{
 		Name:     name,
@@ -27,6 +29,13 @@ func Module(name string, topics []topology.Topic, define func(b *Builder)) host.
 				out[i] = g
 			}
 			return out, nil
+		},
+		Describe: func(topo *topology.Topology) (string, string, error) {
+			app, err := build(topo, name, nil, define)
+			if err != nil {
+				return "", "", err
+			}
+			return app.Describe(), app.mermaidIn(), nil
 		},
 		Run: func(ctx context.Context, env host.Env) error {
 			app, err := build(env.Topology, name, &env, define)

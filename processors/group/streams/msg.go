@@ -16,8 +16,12 @@ import (
 type msg[V any] struct{ v *V }
 
 // ProtoReflect is *V's reflection; a zero msg gets a new V, so decoding
-// into a fresh msg fills it.
+// into a fresh msg fills it, and a nil msg is a nil *V's (which encodes to
+// nothing: a tombstone, as a removed table row is written).
 func (m *msg[V]) ProtoReflect() protoreflect.Message {
+	if m == nil { // a codec naming the type in an error
+		return any((*V)(nil)).(proto.Message).ProtoReflect()
+	}
 	if m.v == nil {
 		m.v = new(V)
 	}

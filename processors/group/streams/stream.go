@@ -62,6 +62,9 @@ func (b *Builder) Stream[V any](topic string, opts ...SourceOpt[V]) Stream[V] {
 	n.input = func(g *routingGroup, h func(c kitContext, v any) error, _ *slog.Logger) {
 		group.Stream(g, topic, func(c *group.Context[emptyState, *emptyState], m *msg[V]) error { return h(c, unwrap(m)) }, streamOpts(cfg.at)...)
 	}
+	n.joinInput = func(g *joinGroup, h func(c kitContext, v any) error) {
+		group.Stream(g, topic, func(c *joinCtx, m *msg[V]) error { return h(c, unwrap(m)) }, streamOpts(cfg.at)...)
+	}
 	b.roots[topic] = n
 	return Stream[V]{n}
 }
@@ -245,7 +248,8 @@ func (s Stream[V]) sink(label, topic string, bd topology.Boundary, rekey bool) *
 // SelectKey re-keys the stream by key: each record is written to topic
 // under its new key, crossing bd (the boundary's Preserved, Lost and Lag;
 // the builder fills in its processor and topics, or takes the topology's
-// declaration of it when bd is zero), and the returned stream reads topic.
+// declaration of it when bd is zero), and the returned stream reads topic
+// with the stream's event time.
 // A re-key with no boundary is refused when the app is built, naming both
 // topics; topic is never generated.
 func (s Stream[V]) SelectKey(bd topology.Boundary, topic string, key func(key string, v *V) string) Stream[V] {
@@ -258,7 +262,7 @@ func (s Stream[V]) SelectKey(bd topology.Boundary, topic string, key func(key st
 		b.fail("SelectKey to %s: the boundary's Processor, From and To are the builder's to fill in; give only Preserved, Lost and Lag", topic)
 	}
 	rekeyed.sink("selectKey -> "+topic, topic, bd, true)
-	return b.Stream[V](topic)
+	return b.Stream[V](topic, s.eventTime()...) // the re-keyed records keep their event time
 }
 
 // GroupByKey groups the stream by its key for an aggregation, in a group

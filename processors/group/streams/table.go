@@ -17,11 +17,12 @@ type emptyState = emptypb.Empty
 type Grouped[V any] struct{ s Stream[V] }
 
 // Table is the latest *V per key: an aggregation's group table (a kit group
-// table views can read), or a table derived from one by Filter and
-// MapValues (computed on each update, not stored).
+// table views can read), or a table derived from one by Filter, MapValues
+// or a table join (computed on each update, not stored).
 type Table[V any] struct {
-	n *node
-	a *stateful
+	n  *node
+	a  *stateful
+	ch *node // its changes (old and new value), for a derived table; see changes
 }
 
 // stateful is one aggregation: a kit group named name whose table is
@@ -34,6 +35,7 @@ type stateful struct {
 	opts              []group.Opt // the options of its group.New
 	apply             func(r *run, key string, v any) error
 	instantiate       func(topo *topology.Topology, log *slog.Logger) Group
+	changes           *node // the table's old and new values, once read (Table.changes)
 }
 
 // Aggregate folds each key's values into a *A: init makes a key's first
@@ -78,6 +80,7 @@ func aggregate[V, A any](g Grouped[V], kind, name string, init func() *A, add fu
 	a.apply = func(r *run, key string, v any) error {
 		c := r.ctx.(*group.Context[msg[A], *msg[A]])
 		cur := unwrap(c.State())
+		keepOld(a, r, cur)
 		if cur == nil {
 			cur = init()
 		}
@@ -108,8 +111,9 @@ func (t Table[V]) Name() string { return t.a.table }
 
 // Stored is the full name of the message the table's topic holds per key:
 // V for an aggregation's own table, fencestream.kit.v1.WindowSet for a
-// windowed one (whose stream is V), and "" for a table derived by Filter or
-// MapValues, which is computed on each update and stored nowhere.
+// windowed Count and the app's A for a windowed Aggregate (whose streams
+// are V), and "" for a table derived by Filter or MapValues, which is
+// computed on each update and stored nowhere.
 func (t Table[V]) Stored() string {
 	if t.n.table == nil {
 		return ""
@@ -122,14 +126,29 @@ func (t Table[V]) Stored() string {
 func (t Table[V]) ToStream() Stream[V] { return Stream[V]{t.n} }
 
 // Filter is the table of the values keep accepts; a value it refuses is
-// not passed on.
+// not passed on by its stream (a removed row, nil, is). A join or GroupBy
+// of it sees a row that stops passing as removed.
 func (t Table[V]) Filter(keep func(key string, v *V) bool) Table[V] {
-	return Table[V]{n: t.ToStream().Filter(keep).n, a: t.a}
+	pass := func(k string, v *V) *V {
+		if v == nil || !keep(k, v) {
+			return nil
+		}
+		return v
+	}
+	return Table[V]{n: t.ToStream().Filter(func(k string, v *V) bool { return v == nil || keep(k, v) }).n, a: t.a,
+		ch: deriveChanges(t.changes(), "filter", pass)}
 }
 
-// MapValues is the table of f's values. A table's group writes only its
-// own value type, so a MapValues to another type ends in a stream written
-// by way of a topic.
+// MapValues is the table of f's values (a removed row, nil, stays nil). A
+// join or GroupBy of it calls f on a row's old value too, so f must not
+// depend on what it was called with before.
 func (t Table[V]) MapValues[W any](f func(v *V) *W) Table[W] {
-	return Table[W]{n: t.ToStream().MapValues(f).n, a: t.a}
+	g := func(_ string, v *V) *W {
+		if v == nil {
+			return nil
+		}
+		return f(v)
+	}
+	return Table[W]{n: t.ToStream().MapValues(func(v *V) *W { return g("", v) }).n, a: t.a,
+		ch: deriveChanges(t.changes(), "mapValues", g)}
 }

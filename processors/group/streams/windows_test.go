@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,24 @@ func TestSlidingWindowedCount(t *testing.T) {
 // Kafka Streams' windowed count with suppress(untilWindowCloses): one
 // result per key and minute, once stream time passes the minute's end
 // plus grace.
+// Describe names a windowed table by what it holds (the key's windows)
+// and what flows on from it (one window's count).
+func TestWindowedDescribe(t *testing.T) {
+	b := streams.New(windowTopology(), "ops", nil)
+	b.Stream[num]("ticks").GroupByKey().
+		WindowedBy(streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)), tickTime).
+		Count("wc").
+		ToStream().To("per-minute")
+	app, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "    Table wc-table (fencestream.kit.v1.WindowSet), each window's google.protobuf.Int64Value as it is emitted\n      --> write per-minute\n"
+	if got := app.Describe(); !strings.Contains(got, want) {
+		t.Fatalf("describe:\n%s\nwant it to contain:\n%s", got, want)
+	}
+}
+
 func Example_windowed() {
 	b := streams.New(windowTopology(), "ops", nil)
 	b.Stream[num]("ticks").GroupByKey().

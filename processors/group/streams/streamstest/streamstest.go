@@ -182,10 +182,30 @@ func Get[V any](d *Driver, t streams.Table[V], key string) *V {
 		d.t.Fatalf("streamstest: a table derived from %s by Filter or MapValues is stored nowhere: read %[1]s, or its stream", t.Name())
 	}
 	if t.Stored() != nameOf[V](d.t) {
-		d.t.Fatalf("streamstest: table %s holds %s, not %s (a windowed table: read it with Windows)", t.Name(), t.Stored(), nameOf[V](d.t))
+		d.t.Fatalf("streamstest: table %s holds %s, not %s (a windowed table: read it with Windows, or Stored)", t.Name(), t.Stored(), nameOf[V](d.t))
 	}
 	d.h.Catchup()
 	st, err := group.StateOf[state[V], *state[V]](d.h.TT.TableValue(goka.Table(t.Name()), key))
+	if err != nil {
+		d.t.Fatalf("streamstest: %s[%q]: %v", t.Name(), key, err)
+	}
+	if st == nil {
+		return nil
+	}
+	return st.v
+}
+
+// Stored is what table t stores for key, a *A (nil when it has none), once
+// the app has handled everything piped so far: for a windowed Aggregate,
+// the app's own message holding the windows (t's values are the windows'
+// results); for any aggregation's own table, what Get reads.
+func Stored[A, V any](d *Driver, t streams.Table[V], key string) *A {
+	d.t.Helper()
+	if t.Stored() != nameOf[A](d.t) {
+		d.t.Fatalf("streamstest: table %s stores %s, not %s", t.Name(), t.Stored(), nameOf[A](d.t))
+	}
+	d.h.Catchup()
+	st, err := group.StateOf[state[A], *state[A]](d.h.TT.TableValue(goka.Table(t.Name()), key))
 	if err != nil {
 		d.t.Fatalf("streamstest: %s[%q]: %v", t.Name(), key, err)
 	}

@@ -60,7 +60,8 @@ func TestInputNobodyReadsFailsAtOnce(t *testing.T) {
 }
 
 // Get reads a stored table only: a derived table, or a windowed table as
-// if it held its stream's type, is refused at once.
+// if it held its stream's type, is refused at once; Stored reads what a
+// table stores, of that type only.
 func TestGetRefusesWhatIsNotStored(t *testing.T) {
 	tp := topo()
 	tp.Topics = append(tp.Topics, topology.Topic{Name: "n-table", Key: "id", Value: "google.protobuf.Int64Value", Partitions: 2, Cleanup: topology.CleanupCompact})
@@ -82,5 +83,17 @@ func TestGetRefusesWhatIsNotStored(t *testing.T) {
 	}
 	if got := streamstest.Get(d, counts, "k"); got != nil {
 		t.Fatalf("count of an unseen key %v, want nil", got)
+	}
+	f.fatal = ""
+	func() {
+		defer func() { recover() }()
+		streamstest.Stored[wrapperspb.StringValue](streamstest.Rebind(d, f), counts, "k")
+	}()
+	if !strings.Contains(f.fatal, "stores google.protobuf.Int64Value, not google.protobuf.StringValue") {
+		t.Fatalf("fatal %q, want Stored of another type refused", f.fatal)
+	}
+	streamstest.InputTopic[wrapperspb.StringValue](d, "in").Pipe("k", wrapperspb.String("v"))
+	if got := streamstest.Stored[wrapperspb.Int64Value](d, counts, "k"); got.GetValue() != 1 {
+		t.Fatalf("Stored count of k %v, want 1", got)
 	}
 }
