@@ -103,7 +103,7 @@ func TestRunAndShutdown(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed the lag gauges:\n%s\nlogs:\n%s", body, logs)
+			t.Fatalf("metrics never showed the lag gauges and the record cache:\n%s\nlogs:\n%s", body, logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
