@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencestream/fencestream/processors/bench"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology/cluster"
 )
@@ -54,7 +55,7 @@ ARE DELETED and recreated.`)
 	storage := statestore.Default
 	c.fs.TextVar(&storage, "storage", statestore.Default, statestore.FlagUsage)
 	flush := c.fs.Duration("flush", -1, "processors' producer flush frequency (negative: the processors' default)")
-	recordCache := c.fs.Int("record-cache", 0, "processors' record cache in bytes (group.RecordCache; 0: the kit's default)")
+	recordCache := c.fs.Int("record-cache", group.DefaultRecordCache, "processors' record cache in bytes (group.RecordCache; 0: off)")
 	triggers := c.fs.Int("triggers", 100_000, "triggers through the occupancy-alone stage (0: skip it)")
 	triggerDevices := c.fs.Int("trigger-devices", 20_000, "devices the occupancy stage's triggers are for")
 	profileDir := c.fs.String("cpuprofile", "", "directory to write a CPU profile (STAGE.pprof) and allocation profiles (STAGE.allocs, base STAGE.allocs-start) of each throughput stage to (empty: none)")
@@ -71,7 +72,7 @@ ARE DELETED and recreated.`)
 	}
 	res, err := bench.Run(ctx, bench.Config{
 		Cluster: cl, Pings: *pings, Devices: *devices, Rates: rs, Window: *window, Interval: *interval,
-		Storage: storage, Flush: *flush, RecordCache: *recordCache, Partitions: int32(*partitions), Progress: stderr,
+		Storage: storage, Flush: *flush, RecordCache: cacheOrOff(*recordCache), Partitions: int32(*partitions), Progress: stderr,
 		Triggers: skipIfZero(*triggers), TriggerDevices: *triggerDevices,
 		Profile: stageProfiles(*profileDir, stderr),
 	})
@@ -127,6 +128,15 @@ func stageProfiles(dir string, stderr io.Writer) func(string) func() {
 
 // skipIfZero maps a flag's 0 (skip the stage) to the Config's -1 (its 0
 // means the default).
+// cacheOrOff is --record-cache as bench.Config takes it: 0 (off) is negative
+// there, where 0 is the group default.
+func cacheOrOff(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 func skipIfZero(n int) int {
 	if n <= 0 {
 		return -1

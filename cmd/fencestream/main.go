@@ -81,6 +81,7 @@ type options struct {
 	progress    time.Duration
 	timerEvery  time.Duration
 	maxSkew     time.Duration
+	recordCache int
 	mods        []host.Module // every module the binary links (processors/modules)
 	fences      *fences.Shared
 	hotStandby  bool
@@ -122,6 +123,7 @@ func (o *options) register(fs *flag.FlagSet) error {
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "interval of the progress line")
 	fs.DurationVar(&o.maxSkew, "max-clock-skew", group.DefaultMaxSkew, "an input whose HLC is further ahead of this machine's clock is dead-lettered (future-hlc)")
 	fs.DurationVar(&o.timerEvery, "timer-interval", group.DefaultTimerInterval, "how often every group looks for due timers (silence timeouts, window closes, expiries): a timer fires up to this late")
+	fs.IntVar(&o.recordCache, "record-cache", group.DefaultRecordCache, "bytes of dirty table values each group keeps in memory, writing each key to its store and changelog once per commit interval (group.RecordCache; 0: off)")
 	fs.TextVar(&o.storage, "storage", statestore.Default, statestore.FlagUsage)
 	fs.BoolVar(&o.hotStandby, "hot-standby", false, "keep warm standby copies of the debouncer's and occupancy's state")
 	fs.BoolVar(&o.subsWrites, "subscription-writes", false, "let fenceview's API write subscriptions: PUT/DELETE /v1/subscriptions/{id}, POST /v1/subscriptions/{id}/disable (default: read-only, those answer 405); the API has no authentication")
@@ -162,6 +164,8 @@ func (o *options) validateOwn() error {
 		return fmt.Errorf("--max-clock-skew must be positive, got %v", o.maxSkew)
 	case o.timerEvery <= 0:
 		return fmt.Errorf("--timer-interval must be positive, got %v", o.timerEvery)
+	case o.recordCache < 0:
+		return fmt.Errorf("--record-cache must not be negative, got %d", o.recordCache)
 	}
 	if err := o.mapCfg.Validate(); err != nil {
 		return err
@@ -390,7 +394,8 @@ func runPipeline(ctx context.Context, o *options, log *slog.Logger, stdout io.Wr
 			Group: []group.Opt{
 				group.StateDir(o.stateDir()), group.Storage(o.storage),
 				group.HotStandby(o.hotStandby), group.RecoverAhead(o.hotStandby),
-				group.TimerInterval(o.timerEvery), group.MaxClockSkew(o.maxSkew), group.Registerer(prometheus.DefaultRegisterer),
+				group.TimerInterval(o.timerEvery), group.MaxClockSkew(o.maxSkew), group.RecordCache(o.recordCache),
+				group.Registerer(prometheus.DefaultRegisterer),
 			},
 		}, o.mods...)
 	})

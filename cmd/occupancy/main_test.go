@@ -64,7 +64,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestRunAndShutdown runs the binary's main loop against an embedded broker,
-// scrapes its metrics, and stops it the way SIGTERM does (context canceled).
+// scrapes its metrics (the record cache's too: on by default), and stops it
+// the way SIGTERM does (context canceled).
 // A second run with another partition count is refused with the reason.
 func TestRunAndShutdown(t *testing.T) {
 	if testing.Short() {
@@ -96,11 +97,13 @@ func TestRunAndShutdown(t *testing.T) {
 		if strings.Contains(body, `fencestream_occupancy_lag_records{partition="5",topic="occupancy-changes"} 0`) &&
 			strings.Contains(body, `fencestream_occupancy_lag_records{partition="5",topic="fence-triggers"} 0`) &&
 			strings.Contains(body, `fencestream_occupancy_triggers_total{result="stale"}`) &&
-			strings.Contains(body, `fencestream_occupancy_changes_total{result="duplicate"}`) {
+			strings.Contains(body, `fencestream_occupancy_changes_total{result="duplicate"}`) &&
+			// The record cache is on by default, and /metrics reports it.
+			strings.Contains(body, `fencestream_record_cache_misses_total{group="occupancy"}`) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed the lag gauges:\n%s\nlogs:\n%s", body, logs)
+			t.Fatalf("metrics never showed the lag gauges and the record cache:\n%s\nlogs:\n%s", body, logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

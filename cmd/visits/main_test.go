@@ -17,10 +17,13 @@ func TestHelpAndFlagErrors(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, &out, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"brokers", "state-dir", "timer-interval", "storage", "metrics-addr"} {
+	for _, f := range []string{"brokers", "state-dir", "timer-interval", "storage", "metrics-addr", "record-cache"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("usage does not mention --%s:\n%s", f, out.String())
 		}
+	}
+	if !strings.Contains(out.String(), "(default 16777216)") {
+		t.Errorf("usage does not give --record-cache's default, 16 MiB:\n%s", out.String())
 	}
 	t.Setenv("FENCESTREAM_BROKERS", "")
 	for _, tc := range []struct {
@@ -30,6 +33,7 @@ func TestHelpAndFlagErrors(t *testing.T) {
 		{[]string{"--brokers", "127.0.0.1:1"}, "--state-dir is required"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--timer-interval", "-1s"}, "--timer-interval must be positive"},
 		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "stray"}, "unexpected arguments"},
+		{[]string{"--brokers", "127.0.0.1:1", "--state-dir", t.TempDir(), "--record-cache", "-1"}, "--record-cache must not be negative"},
 	} {
 		err := run(context.Background(), tc.args, &bytes.Buffer{}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

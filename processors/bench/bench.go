@@ -42,6 +42,7 @@ import (
 	"github.com/fencestream/fencestream/processors/fences"
 	"github.com/fencestream/fencestream/processors/fleet"
 	"github.com/fencestream/fencestream/processors/geofence"
+	"github.com/fencestream/fencestream/processors/group"
 	"github.com/fencestream/fencestream/processors/group/statestore"
 	"github.com/fencestream/fencestream/topology"
 	"github.com/fencestream/fencestream/topology/cluster"
@@ -69,7 +70,7 @@ type Config struct {
 	// Flush is the processors' producer flush (negative: the group default).
 	Flush time.Duration
 	// RecordCache is the processors' record cache in bytes (group.RecordCache;
-	// 0: the group default).
+	// 0: the group default, group.DefaultRecordCache; negative: off).
 	RecordCache int
 	// Partitions of the keyed topics (default topology.DefaultPartitions).
 	Partitions int32
@@ -177,7 +178,7 @@ type Result struct {
 		Partitions  int32   `json:"partitions"`
 		Storage     string  `json:"storage"`
 		FlushMs     float64 `json:"producer_flush_ms"`
-		RecordCache int     `json:"record_cache_bytes,omitempty"`
+		RecordCache int     `json:"record_cache_bytes"` // 0: off
 		WindowS     float64 `json:"window_s"`
 		IntervalS   float64 `json:"ping_interval_s"`
 		Fences      int     `json:"fences"`
@@ -262,7 +263,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Config.WindowS = cfg.Window.Seconds()
 	res.Config.IntervalS = cfg.Interval.Seconds()
 	res.Config.FlushMs = -1
-	res.Config.RecordCache = cfg.RecordCache
+	res.Config.RecordCache = max(cfg.RecordCache, 0)
+	if cfg.RecordCache == 0 {
+		res.Config.RecordCache = group.DefaultRecordCache
+	}
 	if cfg.Flush >= 0 {
 		res.Config.FlushMs = float64(cfg.Flush) / float64(time.Millisecond)
 	}

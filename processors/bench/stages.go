@@ -113,8 +113,8 @@ func (e *env) groupOpts() []group.Opt {
 		// tables, as on a fresh state directory.
 		opts = append(opts, group.StorageOptions(statestore.RedisServer(e.redisAddr, fmt.Sprintf("bench-%d", e.step.Add(1)))))
 	}
-	if e.cfg.RecordCache > 0 {
-		opts = append(opts, group.RecordCache(e.cfg.RecordCache))
+	if e.cfg.RecordCache != 0 {
+		opts = append(opts, group.RecordCache(max(e.cfg.RecordCache, 0)))
 	}
 	return opts
 }

@@ -46,20 +46,30 @@ func (h *routing) handle(out outT, c *ctxT, p *testpb.Ping) error {
 // the redelivered inputs re-emit exactly what they emitted — the routing hops
 // before a key's last write from the advances that write carried, the ones
 // after it (whose advances died with the process) by running again on the
-// state they first saw. Ordered inputs still write at every hop.
+// state they first saw. Ordered inputs still write at every hop. With the
+// record cache on, the key's writes between two flushes become one record.
 func TestRoutingHopsDeferTheirWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("broker test")
 	}
-	for _, tc := range []struct {
+	type variant struct {
 		name      string
 		ordered   bool
 		freshDisk bool
-	}{
-		{"by offset, same instance", false, false},
-		{"by offset, takeover from the changelog", false, true},
-		{"by HLC, same instance", true, false},
-	} {
+		cache     bool // the record cache on (default), flushing only when the processor stops
+	}
+	var variants []variant
+	for _, cache := range []bool{false, true} {
+		for _, v := range []variant{
+			{"by offset, same instance", false, false, cache},
+			{"by offset, takeover from the changelog", false, true, cache},
+			{"by HLC, same instance", true, false, cache},
+		} {
+			v.name = map[bool]string{false: "cache off, ", true: "cache on, "}[cache] + v.name
+			variants = append(variants, v)
+		}
+	}
+	for _, tc := range variants {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := embeddedtest.Cluster(t)
 			topo := testTopology(2)
@@ -86,7 +96,15 @@ func TestRoutingHopsDeferTheirWrite(t *testing.T) {
 				opts = append(opts, group.OrderedByHLC(func(p *testpb.Ping) uint64 { return p.GetHlc() }))
 			}
 			build := func(dir string) *group.Processor {
-				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers}, group.StateDir(dir), group.CommittedOffsets(commitsUnknown))
+				// With the cache off every write goes to the changelog; with it
+				// on and an interval longer than the test, the one flush when
+				// the processor stops writes each key once.
+				cache := []group.Opt{group.RecordCache(0)}
+				if tc.cache {
+					cache = []group.Opt{group.RecordCache(group.DefaultRecordCache), group.CommitInterval(time.Hour)}
+				}
+				proc, err := validGroupOut(topo, h.handle, opts...).Processor(ctx, cluster.Config{Brokers: cl.Brokers},
+					append(cache, group.StateDir(dir), group.CommittedOffsets(commitsUnknown))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,8 +117,11 @@ func TestRoutingHopsDeferTheirWrite(t *testing.T) {
 			if tc.ordered {
 				wantWrites = total
 			}
+			if tc.cache {
+				wantWrites = devices // one per key: the cache coalesces a key's writes between flushes
+			}
 			if got := endOffsets(t, adm, topicTab); got != wantWrites {
-				t.Errorf("table records = %d, want %d (one per state change; ordered: one per input)", got, wantWrites)
+				t.Errorf("table records = %d, want %d (cache off: one per state change, ordered: one per input; cache on: one per key)", got, wantWrites)
 			}
 
 			if _, err := adm.DeleteGroup(ctx, testGroup); err != nil {

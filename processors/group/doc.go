@@ -133,11 +133,12 @@
 //
 // # Record cache
 //
-// With RecordCache (off by default) a callback's table write goes to a
-// bounded per-processor cache of encoded envelopes, and every CommitInterval
-// (default DefaultCommitInterval, 50 ms), when the dirty bytes pass the
-// budget, when a key waits for the commit (record.awaitRoom) and when a
-// session ends, each dirty key's latest value is written once: to the
+// With the record cache (on by default: RecordCache, DefaultRecordCache =
+// 16 MiB per processor; RecordCache(0) turns it off) a callback's table
+// write goes to a bounded per-processor cache of encoded envelopes, and
+// every CommitInterval (default DefaultCommitInterval, 50 ms), when the
+// dirty bytes pass the budget, when a key waits for the commit
+// (record.awaitRoom) and when a session ends, each dirty key's latest value is written once: to the
 // changelog by the kit's own producer and, acknowledged, to the partition's
 // store with the changelog offset, as Goka's own writes record it. Kafka
 // Streams' cache.max.bytes.buffering and commit.interval.ms. Outputs are not
@@ -163,7 +164,15 @@
 // once.Deferred for routing hops, which keep their advances in memory the
 // same way). A consumer that drops duplicates sees them once; no state
 // change is applied twice. Goka's tester commits nothing, so RecordCache is
-// ignored with Tester.
+// ignored with Tester: every write there reaches the table at once.
+//
+// What readers see: the changelog (and so a view or a Lookup of the table)
+// and the store lag a callback's write by up to CommitInterval and the
+// flush's own time while the cluster answers: the flusher runs on a ticker,
+// loaded or idle. A flush that fails (the cluster away) keeps its values
+// dirty and its marks held, and the next one starts a new producer. The cache reports
+// fencestream_record_cache_{hits,misses,evictions,flushed_keys}_total and
+// fencestream_record_cache_flush_seconds per group.
 //
 // Visits (Processor.VisitAll) have no input to replay, so time-driven work
 // goes through a record: timers. The kit itself runs no visit.

@@ -31,6 +31,11 @@ type Builder interface {
 // way a processor's tests need them: feed records, fire timers, drain
 // topics, read typed state.
 //
+// The groups' record cache (group.RecordCache, on by default) is off on the
+// tester: Goka's tester commits nothing, so the cache could never flush, and
+// every table write reaches the table (State, views on the tester) as the
+// record that made it is handled.
+//
 // Invariant: a processor that stops while the test runs fails the test at
 // the next call that waits for processing (Consume, Catchup, FireTimers)
 // instead of leaving it to hang until go test's timeout.

@@ -113,6 +113,19 @@ func TestHarness(t *testing.T) {
 	}
 }
 
+// The record cache (on by default) is not built on the tester, which commits
+// nothing and so could never flush it: every write reaches the table at once,
+// even with an interval far longer than the test.
+func TestHarnessWritesThroughTheRecordCache(t *testing.T) {
+	h := grouptest.New(t, time.Date(2027, 1, 15, 8, 0, 0, 0, time.UTC))
+	h.Start(counter(), group.RecordCache(group.DefaultRecordCache), group.CommitInterval(time.Hour))
+	h.Consume(in, "veh", &testpb.Ping{DeviceId: "veh"})
+	h.Consume(in, "veh", &testpb.Ping{DeviceId: "veh"})
+	if st := grouptest.State[testpb.DeviceState](h, table, "veh"); st.GetPings() != 2 {
+		t.Fatalf("state %v, want 2 pings", st)
+	}
+}
+
 // follower is group hy: it counts each device's triggers.
 func follower(t *topology.Topology) *group.Group[testpb.DeviceState, *testpb.DeviceState] {
 	g := group.New[testpb.DeviceState](t, "hy", nil)

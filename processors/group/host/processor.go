@@ -33,6 +33,7 @@ type ProcessorFlags struct {
 	MaxClockSkew  time.Duration
 	TimerInterval time.Duration
 	Storage       statestore.Kind
+	RecordCache   int
 }
 
 // Register adds the flags to fs; metricsAddr is the binary's default.
@@ -47,6 +48,7 @@ func (p *ProcessorFlags) Register(fs *flag.FlagSet, metricsAddr string) {
 	fs.StringVar(&p.MetricsAddr, "metrics-addr", metricsAddr, "address for /metrics, /healthz and /readyz (empty: off)")
 	fs.DurationVar(&p.MaxClockSkew, "max-clock-skew", group.DefaultMaxSkew, "an input whose HLC is further ahead of this machine's clock is dead-lettered (future-hlc)")
 	fs.DurationVar(&p.TimerInterval, "timer-interval", group.DefaultTimerInterval, "how often every group looks for due timers (silence timeouts, window closes, expiries): a timer fires up to this late")
+	fs.IntVar(&p.RecordCache, "record-cache", group.DefaultRecordCache, "bytes of dirty table values each group keeps in memory, writing each key to its store and changelog once per commit interval (group.RecordCache; 0: off)")
 }
 
 // Validate checks the parsed flags (and that no stray arguments were given)
@@ -66,6 +68,9 @@ func (p *ProcessorFlags) Validate(fs *flag.FlagSet) error {
 	if p.TimerInterval <= 0 {
 		bad("--timer-interval must be positive, got %s", p.TimerInterval)
 	}
+	if p.RecordCache < 0 {
+		bad("--record-cache must not be negative, got %d", p.RecordCache)
+	}
 	if p.StateDir == "" {
 		bad("--state-dir is required")
 	}
@@ -81,7 +86,7 @@ func (p *ProcessorFlags) GroupOpts(reg prometheus.Registerer) []group.Opt {
 		group.StateDir(p.StateDir), group.Storage(p.Storage),
 		group.HotStandby(p.HotStandby), group.RecoverAhead(p.RecoverAhead),
 		group.MaxClockSkew(p.MaxClockSkew), group.TimerInterval(p.TimerInterval),
-		group.Registerer(reg),
+		group.RecordCache(p.RecordCache), group.Registerer(reg),
 	}
 }
 

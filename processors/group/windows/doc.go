@@ -32,10 +32,12 @@
 // query-validation tests check this (windows_kstreams_test.go). The
 // remaining differences, each for a reason:
 //
-//   - No record cache. Kafka Streams' caching store (its default) coalesces a
-//     window's updates between commits, so what it forwards depends on commit
-//     timing; the kit hands over every update, as Kafka Streams does without
-//     caching. The last result of each window is the same.
+//   - No caching of results. Kafka Streams' caching store (its default)
+//     coalesces a window's updates between commits, so what it forwards
+//     depends on commit timing; the kit hands over every update, as Kafka
+//     Streams does without caching (its record cache, group.RecordCache, on
+//     by default, coalesces only the table's writes, never what is handed
+//     over). The last result of each window is the same.
 //   - Closing on timers. Kafka Streams hands final results over only when a
 //     record arrives; the kit also closes windows on a stream-time timer once
 //     any key's record has moved the partition's stream time. The results are
