@@ -2,11 +2,16 @@ package streams_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/fencestream/fencestream/processors/group/kitpb"
 
 	"github.com/fencestream/fencestream/processors/group/streams"
 	"github.com/fencestream/fencestream/processors/group/streams/streamstest"
@@ -157,4 +162,33 @@ func Example_windowed() {
 	}
 	// Output:
 	// k@2027-01-15T08:00:00Z 3
+}
+
+// A route reads a windowed count's table as what it stores (the key's
+// kitpb.WindowSet), on the driver's harness as in production: the guide's
+// pinghours route. Its view must use the DSL's codec for the table, or
+// Goka's tester refuses a second codec for the topic.
+func TestRouteOverWindowedCount(t *testing.T) {
+	d, in, _ := windowed(t, streams.TimeWindows(windows.Tumbling(time.Minute, 10*time.Second)))
+	tick(in, "k", 0)
+	tick(in, "k", 30*time.Second)
+	tick(in, "k", 70*time.Second) // closes 08:00; 08:01 open with 1
+	r := streams.Route("GET /v1/wc/{id}", "wc-table", func(_ string, st *kitpb.WindowSet) any {
+		ws, err := windows.WindowsOf[emptypb.Empty](st)
+		if err != nil {
+			return err.Error()
+		}
+		out := []string{}
+		for _, w := range ws {
+			out = append(out, fmt.Sprint(w.Start.UTC().Format("15:04"), "=", w.Count))
+		}
+		return out
+	})
+	mux := http.NewServeMux()
+	mux.Handle(r.Pattern, d.Harness().Route(r))
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/wc/k", nil))
+	if got, want := fmt.Sprint(rec.Code, " ", strings.TrimSpace(rec.Body.String())), `200 ["08:01=1"]`; got != want {
+		t.Fatalf("GET /v1/wc/k: %s, want %s", got, want)
+	}
 }
